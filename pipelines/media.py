@@ -1,0 +1,55 @@
+"""Value types shared by the stages: media kinds, stored blobs, markers, job requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+
+class MediaKind(StrEnum):
+    IMAGE = "image"
+    AUDIO = "audio"
+    DOCUMENT = "document"
+
+
+class MarkerReason(StrEnum):
+    TOO_LARGE = "too_large"
+    BAD_BASE64 = "bad_base64"
+    NOT_IMAGE = "not_image"
+    NOT_AUDIO = "not_audio"
+    UNSUPPORTED_BLOCK = "unsupported_block"
+    CACHE_ERROR = "cache_error"
+
+
+class Capability(StrEnum):
+    VISION_SUMMARIZE = "vision.summarize"
+    AUDIO_TRANSCRIBE = "audio.transcribe"
+    AUDIO_SYNTHESIZE = "audio.synthesize"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBlob:
+    """A blob that is now in the cache, named by the sha256 of its bytes."""
+
+    kind: MediaKind
+    path: Path
+    mime: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """Why one block could not be turned into media; rendered for the agent."""
+
+    block: int
+    reason: MarkerReason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    capability: Capability
+    sha256: str
+    path: Path
