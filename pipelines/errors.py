@@ -15,7 +15,7 @@ class PermanentError(MediaError):
     """The input or the configuration is wrong: fail the job, never retry."""
 
 
-class Skipped(MediaError):  # noqa: N818 - control flow, not a failure
+class Skipped(MediaError):
     """Nothing to do (already done, disabled capability)."""
 
 

@@ -1,0 +1,43 @@
+# Every target installs what it needs: a fresh clone needs nothing but `make` and python3.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export MCP_MEDIA_HOME ?= $(CURDIR)/.home
+
+.PHONY: install run test test-unit lint format bench models clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[all]'
+	touch $(STAMP)
+
+models: $(STAMP)
+	$(BIN)/mcp-media models prepare
+
+run: $(STAMP)
+	$(BIN)/mcp-media ingest examples/sample_result.json --server demo-drive
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -m unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""`make bench`: performance figures measured side by side, written to bench/results.json."""

@@ -1,0 +1,282 @@
+"""MediaCache: content-addressed storage for decoded MCP blobs.
+
+Every blob is decoded from base64 in bounded chunks, hashed as it goes, written to a temp
+file in its destination folder, fsynced and renamed. Its name is the sha256 of its bytes,
+so the same bytes arriving twice are one file. Nothing is ever written outside the root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pybase64
+
+from pipelines.errors import PermanentError
+from pipelines.media import MarkerReason, MediaKind, StoredBlob
+from pipelines.names import safe_document_name
+from pipelines.sniff import HEAD_BYTES, Format, looks_like_markup, sniff_audio, sniff_image
+
+DEFAULT_MAX_BLOB_BYTES = 50 * 1024 * 1024
+# Base64 characters decoded per step: 1 MiB of text -> 768 KiB of bytes; bounded memory.
+CHUNK_CHARS = 1024 * 1024
+_WHITESPACE = " \t\r\n\f\v"
+_URLSAFE_TO_STD = bytes.maketrans(b"-_", b"+/")
+_FOLDERS = {MediaKind.IMAGE: "images", MediaKind.AUDIO: "audio", MediaKind.DOCUMENT: "documents"}
+
+
+class BlobError(PermanentError):
+    """One blob could not be cached; `reason` is the marker the agent sees."""
+
+    def __init__(self, reason: MarkerReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLimits:
+    max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES
+
+
+# A validator looks at a fully written temp file and returns its real format, or raises
+# BlobError. Images are checked with Pillow, which lives in pipelines.imaging.
+Validator = Callable[[Path, bytes], Format]
+
+
+def decoded_size_bound(data: str, limit: int | None = None) -> int:
+    """Upper bound of the decoded size, computed without decoding anything.
+
+    When `limit` is given and the raw length alone proves the blob fits, the exact count of
+    whitespace and padding (seven passes over the text) is skipped.
+    """
+    if limit is not None and (len(data) * 3) // 4 <= limit:
+        return (len(data) * 3) // 4
+    significant = len(data) - sum(data.count(ch) for ch in _WHITESPACE + "=")
+    return (significant * 3) // 4
+
+
+def _decode_chunk(chunk: bytes) -> bytes:
+    return pybase64.b64decode(chunk, validate=True)
+
+
+def iter_base64(data: str, chunk_chars: int = CHUNK_CHARS) -> Iterator[bytes]:
+    """Decode standard or URL-safe base64, with line breaks and missing padding, in chunks.
+
+    Raises BlobError(BAD_BASE64) on illegal characters or bad padding.
+    """
+    carry = b""
+    padding = 0  # '=' seen so far: from then on only more '=' may follow
+    for start in range(0, len(data), chunk_chars):
+        piece = data[start : start + chunk_chars]
+        try:
+            raw = piece.encode("ascii")
+        except UnicodeEncodeError as exc:
+            raise _bad_base64(f"non-ASCII character at offset {start + exc.start}") from None
+        raw = raw.translate(_URLSAFE_TO_STD, b" \t\r\n\f\v")
+        pad_at = raw.find(b"=")
+        if padding or pad_at >= 0:
+            tail = raw if padding else raw[pad_at:]
+            if tail.strip(b"="):
+                raise _bad_base64("data continues after the padding")
+            padding += len(tail)
+            raw = b"" if padding > len(tail) else raw[:pad_at]
+        raw = carry + raw
+        cut = len(raw) - len(raw) % 4
+        carry = raw[cut:]
+        if cut:
+            yield _checked_decode(raw[:cut])
+    rest = len(carry) % 4
+    if rest == 1:
+        raise _bad_base64("truncated: the length is not a valid base64 length")
+    if padding and (rest == 0 or rest + padding > 4):
+        raise _bad_base64("bad padding")
+    if carry:
+        yield _checked_decode(carry + b"=" * (4 - rest))
+
+
+def _checked_decode(chunk: bytes) -> bytes:
+    try:
+        return _decode_chunk(chunk)
+    except ValueError as exc:
+        raise _bad_base64(f"illegal character: {exc}") from None
+
+
+def _bad_base64(detail: str) -> BlobError:
+    return BlobError(MarkerReason.BAD_BASE64, f"could not be decoded as base64 ({detail})")
+
+
+class MediaCache:
+    """Content-addressed cache rooted at `root` (folders 0700, files 0600)."""
+
+    def __init__(self, root: Path, limits: CacheLimits | None = None) -> None:
+        self.root = Path(os.path.abspath(root))
+        self.limits = limits or CacheLimits()
+
+    def folder(self, kind: MediaKind) -> Path:
+        return self.root / _FOLDERS[kind]
+
+    def store_base64(
+        self,
+        data: str,
+        kind: MediaKind,
+        *,
+        mime: str | None = None,
+        uri: str | None = None,
+        name: str | None = None,
+        validate: Validator | None = None,
+    ) -> StoredBlob:
+        """Decode and store one base64 blob; raises BlobError with the marker reason."""
+        limit = self.limits.max_blob_bytes
+        bound = decoded_size_bound(data, limit)
+        if bound > limit:
+            raise BlobError(
+                MarkerReason.TOO_LARGE,
+                f"too large: about {bound} bytes decoded, limit {limit} bytes",
+            )
+        return self._store_chunks(
+            iter_base64(data), kind, mime=mime, uri=uri, name=name, validate=validate
+        )
+
+    def store_bytes(
+        self,
+        data: bytes,
+        kind: MediaKind,
+        *,
+        mime: str | None = None,
+        uri: str | None = None,
+        name: str | None = None,
+        validate: Validator | None = None,
+    ) -> StoredBlob:
+        """Store bytes already in memory (text resources, generated audio)."""
+        if len(data) > self.limits.max_blob_bytes:
+            raise BlobError(
+                MarkerReason.TOO_LARGE,
+                f"too large: {len(data)} bytes, limit {self.limits.max_blob_bytes} bytes",
+            )
+        return self._store_chunks(
+            iter([data]), kind, mime=mime, uri=uri, name=name, validate=validate
+        )
+
+    def _store_chunks(
+        self,
+        chunks: Iterator[bytes],
+        kind: MediaKind,
+        *,
+        mime: str | None,
+        uri: str | None,
+        name: str | None,
+        validate: Validator | None,
+    ) -> StoredBlob:
+        folder = self._ensure_folder(self.folder(kind))
+        tmp = folder / f".tmp-{secrets.token_hex(8)}"
+        try:
+            digest, size, head = self._write_temp(tmp, chunks)
+            fmt = validate(tmp, head) if validate is not None else None
+            if kind is MediaKind.DOCUMENT:
+                target_dir = self._ensure_folder(folder / digest[:16])
+                target = target_dir / safe_document_name(uri, name, mime)
+                stored_mime = (mime or "application/octet-stream").split(";")[0].strip()
+            else:
+                if fmt is None:
+                    fmt = _require_format(kind, head)
+                target = folder / f"{digest}{fmt.ext}"
+                stored_mime = fmt.mime
+            self._check_inside(target)
+            self._publish(tmp, target, size)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
+        return StoredBlob(kind=kind, path=target, mime=stored_mime, size=size, sha256=digest)
+
+    def _write_temp(self, tmp: Path, chunks: Iterator[bytes]) -> tuple[str, int, bytes]:
+        limit = self.limits.max_blob_bytes
+        hasher = hashlib.sha256()
+        size = 0
+        head = b""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except OSError as exc:
+            raise BlobError(MarkerReason.CACHE_ERROR, f"cache error: {exc.strerror}") from exc
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                size += len(chunk)
+                if size > limit:
+                    raise BlobError(
+                        MarkerReason.TOO_LARGE,
+                        f"too large: more than {limit} bytes after decoding",
+                    )
+                if len(head) < HEAD_BYTES:
+                    head += chunk[: HEAD_BYTES - len(head)]
+                hasher.update(chunk)
+                try:
+                    out.write(chunk)
+                except OSError as exc:
+                    raise BlobError(
+                        MarkerReason.CACHE_ERROR, f"cache error while writing: {exc.strerror}"
+                    ) from exc
+            try:
+                out.flush()
+                os.fsync(out.fileno())
+            except OSError as exc:
+                raise BlobError(
+                    MarkerReason.CACHE_ERROR, f"cache error while syncing: {exc.strerror}"
+                ) from exc
+        return hasher.hexdigest(), size, head
+
+    def _publish(self, tmp: Path, target: Path, size: int) -> None:
+        try:
+            st = target.lstat()
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == size:
+            tmp.unlink()  # same name, same size, content-addressed: same bytes
+            return
+        # rename() replaces a planted symlink itself and never follows it.
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise BlobError(MarkerReason.CACHE_ERROR, f"cache error: {exc.strerror}") from exc
+
+    def _ensure_folder(self, folder: Path) -> Path:
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BlobError(
+                MarkerReason.CACHE_ERROR, f"cache error: cannot create folder ({exc.strerror})"
+            ) from exc
+        if folder.is_symlink() or not folder.is_dir():
+            raise BlobError(
+                MarkerReason.CACHE_ERROR, f"cache error: {folder.name} is not a real folder"
+            )
+        self._check_inside(folder)
+        return folder
+
+    def _check_inside(self, path: Path) -> None:
+        """Second line of defence: the resolved parent must be inside the resolved root."""
+        root = Path(os.path.realpath(self.root))
+        parent = Path(os.path.realpath(path.parent if path != self.root else path))
+        if parent != root and root not in parent.parents:
+            raise BlobError(MarkerReason.CACHE_ERROR, "cache error: path escapes the cache")
+
+
+def _require_format(kind: MediaKind, head: bytes) -> Format:
+    if kind is MediaKind.AUDIO:
+        fmt = sniff_audio(head)
+        if fmt is None:
+            raise BlobError(MarkerReason.NOT_AUDIO, "not audio: no known audio container signature")
+        return fmt
+    fmt = sniff_image(head)
+    if fmt is None:
+        what = "markup (HTML/SVG)" if looks_like_markup(head) else "an unknown format"
+        raise BlobError(MarkerReason.NOT_IMAGE, f"not an image: the bytes are {what}")
+    return fmt

@@ -1,0 +1,138 @@
+"""Agent-facing text for each block, and the JSON shape of a rendered result."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from pipelines.blocks import ResourceLink
+from pipelines.media import JobRequest, Marker, StoredBlob
+from pipelines.names import strip_tag_characters
+
+MAX_TOOL_NAME = 64
+ERROR_FALLBACK = "MCP tool returned an error"
+
+
+class MediaJson(TypedDict):
+    kind: str
+    path: str
+    mime: str
+    bytes: int
+    sha256: str
+
+
+class MarkerJson(TypedDict):
+    block: int
+    reason: str
+    message: str
+
+
+class JobJson(TypedDict):
+    capability: str
+    sha256: str
+
+
+class RenderedJson(TypedDict):
+    text: str
+    is_error: bool
+    structured_content: Any
+    media: list[MediaJson]
+    markers: list[MarkerJson]
+    jobs: list[JobJson]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedResult:
+    """What the agent sees at once, plus the follow-up work the result needs."""
+
+    text: str
+    is_error: bool
+    structured_content: Any
+    media: tuple[StoredBlob, ...] = ()
+    markers: tuple[Marker, ...] = ()
+    jobs: tuple[JobRequest, ...] = field(default=())
+
+    def to_json(self) -> RenderedJson:
+        return {
+            "text": self.text,
+            "is_error": self.is_error,
+            "structured_content": self.structured_content,
+            "media": [
+                {
+                    "kind": m.kind.value,
+                    "path": str(m.path),
+                    "mime": m.mime,
+                    "bytes": m.size,
+                    "sha256": m.sha256,
+                }
+                for m in self.media
+            ],
+            "markers": [
+                {"block": m.block, "reason": m.reason.value, "message": m.message}
+                for m in self.markers
+            ],
+            "jobs": [{"capability": j.capability.value, "sha256": j.sha256} for j in self.jobs],
+        }
+
+
+def clean_text(text: str) -> str:
+    """Text blocks go through verbatim, minus Unicode tag characters."""
+    return strip_tag_characters(text)
+
+
+def one_line(value: str) -> str:
+    """Untrusted metadata shown inside our own brackets: no control or format characters."""
+    cleaned = "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+        for ch in strip_tag_characters(value)
+    )
+    return re.sub(r" {2,}", " ", cleaned).strip()
+
+
+def media_tag(blob: StoredBlob) -> str:
+    return f"MEDIA:{blob.path}"
+
+
+def saved_document(blob: StoredBlob) -> str:
+    return (
+        f"[MCP resource saved to {blob.path} ({blob.mime}, {blob.size} bytes)"
+        " — read it with read_file or terminal tools]"
+    )
+
+
+def read_resource_tool(server: str | None) -> str | None:
+    """`mcp__<server>__read_resource`, clamped to 64 characters with a stable hash suffix."""
+    if not server:
+        return None
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", server)
+    name = f"mcp__{safe}__read_resource"
+    if len(name) <= MAX_TOOL_NAME:
+        return name
+    suffix = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return name[: MAX_TOOL_NAME - len(suffix) - 1] + "_" + suffix
+
+
+def resource_link(link: ResourceLink, server: str | None) -> str:
+    fields = [f"uri={one_line(link.uri)}"]
+    if link.name:
+        fields.append(f"name={one_line(link.name)}")
+    if link.title and link.title != link.name:
+        fields.append(f"title={one_line(link.title)}")
+    if link.mime:
+        fields.append(f"mimeType={one_line(link.mime)}")
+    if link.size is not None:
+        fields.append(f"size={link.size}")
+    tool = read_resource_tool(server)
+    how = f"fetch it with {tool}" if tool else "fetch it with the MCP server's read_resource tool"
+    return f"[MCP resource link: {', '.join(fields)} — {how}]"
+
+
+def empty_resource(uri: str) -> str:
+    return f"[MCP resource {one_line(uri)} (empty text)]"
+
+
+def marker(m: Marker, block_type: str) -> str:
+    return f"[MCP {block_type} block {m.block} not available: {m.message}]"

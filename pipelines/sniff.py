@@ -1,0 +1,170 @@
+"""Magic-byte detection of image and audio containers, and MIME -> extension.
+
+The claimed MIME type of an MCP block is a hint from a possibly hostile server; the
+extension we store under always comes from the bytes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image
+
+# How many leading bytes the detectors need at most.
+HEAD_BYTES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    name: str
+    ext: str
+    mime: str
+
+
+PNG = Format("png", ".png", "image/png")
+JPEG = Format("jpeg", ".jpg", "image/jpeg")
+GIF = Format("gif", ".gif", "image/gif")
+BMP = Format("bmp", ".bmp", "image/bmp")
+WEBP = Format("webp", ".webp", "image/webp")
+TIFF = Format("tiff", ".tiff", "image/tiff")
+ICO = Format("ico", ".ico", "image/x-icon")
+
+WAV = Format("wav", ".wav", "audio/wav")
+OGG = Format("ogg", ".ogg", "audio/ogg")
+MP3 = Format("mp3", ".mp3", "audio/mpeg")
+FLAC = Format("flac", ".flac", "audio/flac")
+M4A = Format("m4a", ".m4a", "audio/mp4")
+WEBM = Format("webm", ".webm", "audio/webm")
+AAC = Format("aac", ".aac", "audio/aac")
+
+
+def sniff_image(head: bytes) -> Format | None:
+    """The image container named by the first bytes, or None if no known signature."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return PNG
+    if head.startswith(b"\xff\xd8\xff"):
+        return JPEG
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return GIF
+    if head.startswith(b"BM") and len(head) >= 14:
+        return BMP
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return WEBP
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return TIFF
+    if head[:4] == b"\x00\x00\x01\x00":
+        return ICO
+    return None
+
+
+def sniff_audio(head: bytes) -> Format | None:
+    """The audio container named by the first bytes, or None."""
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return WAV
+    if head.startswith(b"OggS"):
+        return OGG
+    if head.startswith(b"fLaC"):
+        return FLAC
+    if head[4:8] == b"ftyp":
+        return M4A
+    if head.startswith(b"\x1a\x45\xdf\xa3"):
+        return WEBM
+    if head.startswith(b"ID3"):
+        return MP3
+    if len(head) >= 2 and head[0] == 0xFF:
+        # MPEG audio frame sync: 11 set bits. Layer bits 00 mean ADTS AAC, not MP3.
+        if head[1] & 0xE0 == 0xE0 and head[1] & 0x06 != 0:
+            return MP3
+        if head[1] & 0xF6 == 0xF0:
+            return AAC
+    return None
+
+
+def looks_like_markup(head: bytes) -> bool:
+    """HTML error pages and SVG are text; refuse them where pixels were promised."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    return text.startswith((b"<", b"{")) or b"<svg" in text or b"<html" in text
+
+
+_MIME_EXTENSIONS: dict[str, str] = {
+    "application/pdf": ".pdf",
+    "application/json": ".json",
+    "application/zip": ".zip",
+    "application/gzip": ".gz",
+    "application/x-tar": ".tar",
+    "application/xml": ".xml",
+    "application/msword": ".doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
+    "application/vnd.ms-excel": ".xls",
+    "application/octet-stream": ".bin",
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "text/csv": ".csv",
+    "text/html": ".html",
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "image/svg+xml": ".svg",
+    "audio/ogg": ".ogg",
+    "audio/mpeg": ".mp3",
+    "audio/wav": ".wav",
+    "audio/x-wav": ".wav",
+    "audio/flac": ".flac",
+    "audio/mp4": ".m4a",
+    "audio/webm": ".webm",
+    "video/mp4": ".mp4",
+}
+
+
+def extension_for_mime(mime: str | None) -> str:
+    """A file extension for a MIME type; `.bin` when unknown."""
+    if not mime:
+        return ".bin"
+    base = mime.split(";", 1)[0].strip().lower()
+    return _MIME_EXTENSIONS.get(base, ".bin")
+
+
+# Larger images are refused as decompression bombs before any pixel is decoded
+# (Pillow's own default warns at 89 MP and only errors at twice that).
+DEFAULT_MAX_IMAGE_PIXELS = 64_000_000
+
+
+class ImageCheckError(ValueError):
+    """The bytes are not a decodable image; the message says why."""
+
+
+def verify_image(path: Path, head: bytes, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Format:
+    """Open the file with Pillow and decode it (cheaply) to prove it is a whole image."""
+    if looks_like_markup(head) and sniff_image(head) is None:
+        raise ImageCheckError("not an image: the bytes are markup (HTML/SVG)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            with Image.open(path) as img:
+                width, height = img.size
+                if width * height > max_pixels:
+                    raise ImageCheckError(
+                        f"not an image: {width}x{height} exceeds the {max_pixels} pixel limit "
+                        "(decompression bomb)"
+                    )
+                fmt_name = (img.format or "").lower()
+                if fmt_name == "jpeg":
+                    img.draft("RGB", (max(1, width // 8), max(1, height // 8)))
+                img.load()
+        except ImageCheckError:
+            raise
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            raise ImageCheckError(f"not an image: decompression bomb ({exc})") from exc
+        except (OSError, SyntaxError, ValueError, EOFError) as exc:
+            # Pillow reports truncation and corruption as OSError/SyntaxError.
+            raise ImageCheckError(f"not an image: {exc}") from exc
+    known = sniff_image(head)
+    if known is not None:
+        return known
+    ext = "." + fmt_name if fmt_name else ".img"
+    return Format(fmt_name or "image", ext, Image.MIME.get(fmt_name.upper(), "image/" + fmt_name))
