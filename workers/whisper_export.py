@@ -1,0 +1,499 @@
+"""Convert whisper CTranslate2 weights into the ONNX pair sherpa-onnx's whisper recogniser loads.
+
+Run only as a script by the isolated conversion venv that ``workers.models`` builds
+(torch, openai-whisper, onnx, onnxruntime); runtime code never imports this module::
+
+    python whisper_export.py --model-bin model.bin --out DIR [--model-type whisper-tiny.en]
+
+Writes ``encoder.int8.onnx``, ``decoder.int8.onnx`` and ``tokens.txt`` into DIR and prints a
+JSON report on stdout. Heavy modules are loaded with importlib and typed as ``Any`` so that
+mypy --strict checks this file without torch installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import re
+import struct
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+torch: Any = importlib.import_module("torch")
+np: Any = importlib.import_module("numpy")
+onnx: Any = importlib.import_module("onnx")
+ort: Any = importlib.import_module("onnxruntime")
+ort_quant: Any = importlib.import_module("onnxruntime.quantization")
+whisper: Any = importlib.import_module("whisper")
+whisper_model: Any = importlib.import_module("whisper.model")
+whisper_tokenizer: Any = importlib.import_module("whisper.tokenizer")
+
+OPSET = 17
+# CTranslate2 DataType ids (include/ctranslate2/types.h); bfloat16 has no numpy dtype.
+CT2_DTYPES: Mapping[int, str] = {0: "<f4", 1: "i1", 2: "<i2", 3: "<i4", 4: "<f2"}
+CT2_MAX_BINARY_VERSION = 6
+
+
+class ConversionError(RuntimeError):
+    """The input is not a whisper CTranslate2 model this converter understands."""
+
+
+def _read(stream: BinaryIO, fmt: str) -> tuple[Any, ...]:
+    size = struct.calcsize("<" + fmt)
+    data = stream.read(size)
+    if len(data) != size:
+        raise ConversionError("model.bin ends early")
+    return struct.unpack("<" + fmt, data)
+
+
+def _read_string(stream: BinaryIO) -> str:
+    (length,) = _read(stream, "H")
+    return bytes(stream.read(length)).rstrip(b"\0").decode("utf-8")
+
+
+def read_ct2(path: Path) -> tuple[str, dict[str, Any]]:
+    """Parse a CTranslate2 ``model.bin``: (spec name, variable name -> numpy array)."""
+    variables: dict[str, Any] = {}
+    with path.open("rb") as stream:
+        (version,) = _read(stream, "I")
+        if not 4 <= version <= CT2_MAX_BINARY_VERSION:
+            raise ConversionError(f"unsupported CTranslate2 binary version {version}")
+        spec = _read_string(stream)
+        _read(stream, "I")  # spec revision
+        (count,) = _read(stream, "I")
+        for _ in range(count):
+            name = _read_string(stream)
+            (rank,) = _read(stream, "B")
+            shape = _read(stream, "I" * rank)
+            dtype_id, num_bytes = _read(stream, "BI")
+            if dtype_id not in CT2_DTYPES:
+                raise ConversionError(f"{name}: unsupported CTranslate2 dtype id {dtype_id}")
+            raw = stream.read(num_bytes)
+            if len(raw) != num_bytes:
+                raise ConversionError(f"{name}: truncated data")
+            array = np.frombuffer(raw, dtype=CT2_DTYPES[dtype_id]).reshape(shape)
+            variables[name] = array
+        (aliases,) = _read(stream, "I")
+        for _ in range(aliases):
+            alias = _read_string(stream)
+            variables[alias] = variables[_read_string(stream)]
+    return spec, variables
+
+
+def _count_layers(variables: Mapping[str, Any], prefix: str) -> int:
+    pattern = re.compile(rf"^{prefix}/layer_(\d+)/")
+    found = {int(m.group(1)) for name in variables if (m := pattern.match(name))}
+    if found != set(range(len(found))) or not found:
+        raise ConversionError(f"{prefix}: missing or non-contiguous layers {sorted(found)}")
+    return len(found)
+
+
+def dimensions(variables: Mapping[str, Any]) -> Any:
+    conv1 = variables["encoder/conv1/weight"]
+    embeddings = variables["decoder/embeddings/weight"]
+    return whisper_model.ModelDimensions(
+        n_mels=int(conv1.shape[1]),
+        n_audio_ctx=int(variables["encoder/position_encodings/encodings"].shape[0]),
+        n_audio_state=int(conv1.shape[0]),
+        n_audio_head=int(variables["encoder/num_heads"]),
+        n_audio_layer=_count_layers(variables, "encoder"),
+        n_vocab=int(embeddings.shape[0]),
+        n_text_ctx=int(variables["decoder/position_encodings/encodings"].shape[0]),
+        n_text_state=int(embeddings.shape[1]),
+        n_text_head=int(variables["decoder/num_heads"]),
+        n_text_layer=_count_layers(variables, "decoder"),
+    )
+
+
+def state_dict(variables: Mapping[str, Any], dims: Any) -> dict[str, Any]:
+    """Map CTranslate2 names onto openai-whisper's, splitting the fused projections.
+
+    CTranslate2 fuses self-attention q|k|v into ``linear_0`` and cross-attention k|v into
+    ``linear_1``; whisper's key projection has no bias (CTranslate2 stores zeros there).
+    """
+
+    def tensor(name: str) -> Any:
+        return torch.from_numpy(np.asarray(variables[name], dtype=np.float32).copy())
+
+    def chunks(name: str, parts: int) -> list[Any]:
+        return list(torch.chunk(tensor(name), parts, dim=0))
+
+    out: dict[str, Any] = {}
+
+    def linear(dst: str, src: str) -> None:
+        out[f"{dst}.weight"] = tensor(f"{src}/weight")
+        out[f"{dst}.bias"] = tensor(f"{src}/bias")
+
+    def norm(dst: str, src: str) -> None:
+        out[f"{dst}.weight"] = tensor(f"{src}/gamma")
+        out[f"{dst}.bias"] = tensor(f"{src}/beta")
+
+    def self_attention(dst: str, src: str) -> None:
+        q_w, k_w, v_w = chunks(f"{src}/linear_0/weight", 3)
+        q_b, k_b, v_b = chunks(f"{src}/linear_0/bias", 3)
+        if float(k_b.abs().max()) > 0.0:
+            raise ConversionError(f"{src}: whisper key projections have no bias")
+        out.update({f"{dst}.query.weight": q_w, f"{dst}.query.bias": q_b})
+        out.update({f"{dst}.key.weight": k_w})
+        out.update({f"{dst}.value.weight": v_w, f"{dst}.value.bias": v_b})
+        linear(f"{dst}.out", f"{src}/linear_1")
+        norm(f"{dst}_ln", f"{src}/layer_norm")
+
+    def cross_attention(dst: str, src: str) -> None:
+        linear(f"{dst}.query", f"{src}/linear_0")
+        k_w, v_w = chunks(f"{src}/linear_1/weight", 2)
+        k_b, v_b = chunks(f"{src}/linear_1/bias", 2)
+        if float(k_b.abs().max()) > 0.0:
+            raise ConversionError(f"{src}: whisper key projections have no bias")
+        out.update({f"{dst}.key.weight": k_w})
+        out.update({f"{dst}.value.weight": v_w, f"{dst}.value.bias": v_b})
+        linear(f"{dst}.out", f"{src}/linear_2")
+        norm(f"{dst}_ln", f"{src}/layer_norm")
+
+    def mlp(dst: str, src: str) -> None:
+        linear(f"{dst}.mlp.0", f"{src}/linear_0")
+        linear(f"{dst}.mlp.2", f"{src}/linear_1")
+        norm(f"{dst}.mlp_ln", f"{src}/layer_norm")
+
+    linear("encoder.conv1", "encoder/conv1")
+    linear("encoder.conv2", "encoder/conv2")
+    out["encoder.positional_embedding"] = tensor("encoder/position_encodings/encodings")
+    for i in range(dims.n_audio_layer):
+        self_attention(f"encoder.blocks.{i}.attn", f"encoder/layer_{i}/self_attention")
+        mlp(f"encoder.blocks.{i}", f"encoder/layer_{i}/ffn")
+    norm("encoder.ln_post", "encoder/layer_norm")
+
+    out["decoder.token_embedding.weight"] = tensor("decoder/embeddings/weight")
+    out["decoder.positional_embedding"] = tensor("decoder/position_encodings/encodings")
+    for i in range(dims.n_text_layer):
+        self_attention(f"decoder.blocks.{i}.attn", f"decoder/layer_{i}/self_attention")
+        cross_attention(f"decoder.blocks.{i}.cross_attn", f"decoder/layer_{i}/attention")
+        mlp(f"decoder.blocks.{i}", f"decoder/layer_{i}/ffn")
+    norm("decoder.ln", "decoder/layer_norm")
+    return out
+
+
+def load_whisper(model_bin: Path) -> Any:
+    spec, variables = read_ct2(model_bin)
+    if spec != "WhisperSpec":
+        raise ConversionError(f"expected a WhisperSpec model, got {spec!r}")
+    dims = dimensions(variables)
+    model = whisper_model.Whisper(dims)
+    reference = model.encoder.positional_embedding.clone()
+    model.load_state_dict(state_dict(variables, dims), strict=True)
+    drift = float((model.encoder.positional_embedding - reference).abs().max())
+    if drift > 1e-2:
+        raise ConversionError(f"encoder position encodings are not whisper's sinusoids ({drift})")
+    return model.eval()
+
+
+def _attend(q: Any, k: Any, v: Any, n_head: int, bias: Any | None) -> Any:
+    batch, n_q, state = q.shape
+    head = state // n_head
+    q = q.reshape(batch, n_q, n_head, head).transpose(1, 2)
+    k = k.reshape(batch, k.shape[1], n_head, head).transpose(1, 2)
+    v = v.reshape(batch, v.shape[1], n_head, head).transpose(1, 2)
+    scores = (q @ k.transpose(-1, -2)) * (head**-0.5)
+    if bias is not None:
+        scores = scores + bias
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ v).transpose(1, 2).reshape(batch, n_q, state)
+
+
+class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
+    """mel -> cross-attention keys/values of every decoder layer, for any T <= 3000 frames."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.encoder = model.encoder
+        self.decoder_blocks = model.decoder.blocks
+
+    def forward(self, mel: Any) -> tuple[Any, Any]:
+        enc = self.encoder
+        x = torch.nn.functional.gelu(enc.conv1(mel))
+        x = torch.nn.functional.gelu(enc.conv2(x)).permute(0, 2, 1)
+        x = x + enc.positional_embedding[: x.shape[1]]
+        for block in enc.blocks:
+            x = block(x)  # whisper's own block; convert() turns SDPA off for a plain graph
+        x = enc.ln_post(x)
+        cross_k = torch.stack([b.cross_attn.key(x) for b in self.decoder_blocks])
+        cross_v = torch.stack([b.cross_attn.value(x) for b in self.decoder_blocks])
+        return cross_k, cross_v
+
+
+class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
+    """One decoder step with a fixed-size self-attention cache written at ``offset``.
+
+    The cache keeps its full ``n_text_ctx`` length; new keys/values are merged in with a
+    position mask instead of in-place slicing, which exports to plain ONNX ops.
+    """
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.decoder = model.decoder
+
+    def forward(
+        self,
+        tokens: Any,
+        in_k: Any,
+        in_v: Any,
+        cross_k: Any,
+        cross_v: Any,
+        offset: Any,
+    ) -> tuple[Any, Any, Any]:
+        dec = self.decoder
+        # Shapes stay tensors (arange) so the trace keeps n_tokens and offset dynamic.
+        steps = torch.arange(tokens.shape[1], dtype=torch.int64)
+        positions = offset + steps  # absolute positions of the new tokens
+        x = dec.token_embedding(tokens) + torch.index_select(dec.positional_embedding, 0, positions)
+        slots = torch.arange(in_k.shape[2], dtype=torch.int64)
+        is_new = ((slots >= offset) & (slots <= positions[-1])).reshape(1, -1, 1)
+        source = torch.minimum(torch.clamp(slots - offset, min=0), steps[-1])
+        visible = slots.reshape(1, -1) <= positions.reshape(-1, 1)
+        bias = torch.zeros(visible.shape, dtype=x.dtype).masked_fill(~visible, float("-inf"))
+        out_k = []
+        out_v = []
+        for i, block in enumerate(dec.blocks):
+            attn = block.attn
+            h = block.attn_ln(x)
+            k = torch.where(is_new, torch.index_select(attn.key(h), 1, source), in_k[i])
+            v = torch.where(is_new, torch.index_select(attn.value(h), 1, source), in_v[i])
+            out_k.append(k)
+            out_v.append(v)
+            x = x + attn.out(_attend(attn.query(h), k, v, attn.n_head, bias))
+            cross = block.cross_attn
+            h = block.cross_attn_ln(x)
+            x = x + cross.out(_attend(cross.query(h), cross_k[i], cross_v[i], cross.n_head, None))
+            x = x + block.mlp(block.mlp_ln(x))
+        x = dec.ln(x)
+        logits = x @ dec.token_embedding.weight.transpose(0, 1)
+        return logits, torch.stack(out_k), torch.stack(out_v)
+
+
+def encoder_metadata(model: Any, model_type: str) -> dict[str, str]:
+    """The keys sherpa-onnx's OfflineWhisperModel reads from the encoder (plus dims)."""
+    dims = model.dims
+    tokenizer = whisper_tokenizer.get_tokenizer(
+        model.is_multilingual, num_languages=model.num_languages
+    )
+    meta: dict[str, Any] = {
+        "model_type": model_type,
+        "version": "1",
+        "maintainer": "mcp-media",
+        **{field: getattr(dims, field) for field in dims.__dataclass_fields__},
+        "sot": tokenizer.sot,
+        "sot_index": tokenizer.sot_sequence.index(tokenizer.sot),
+        "sot_sequence": ",".join(str(t) for t in tokenizer.sot_sequence),
+        "eot": tokenizer.eot,
+        "blank_id": tokenizer.encode(" ")[0],
+        "is_multilingual": int(model.is_multilingual),
+        "no_speech": tokenizer.no_speech,
+        "non_speech_tokens": ",".join(str(t) for t in tokenizer.non_speech_tokens),
+        "transcribe": tokenizer.transcribe,
+        "translate": tokenizer.translate,
+        "sot_prev": tokenizer.sot_prev,
+        "sot_lm": tokenizer.sot_lm,
+        "no_timestamps": tokenizer.no_timestamps,
+    }
+    if model.is_multilingual:
+        meta["all_language_tokens"] = ",".join(str(t) for t in tokenizer.all_language_tokens)
+        meta["all_language_codes"] = ",".join(tokenizer.all_language_codes)
+    return {key: str(value) for key, value in meta.items()}
+
+
+def export(model: Any, work: Path) -> tuple[Path, Path]:
+    dims = model.dims
+    encoder_path = work / "encoder.onnx"
+    decoder_path = work / "decoder.onnx"
+    mel = torch.zeros(1, dims.n_mels, 2 * dims.n_audio_ctx)
+    torch.onnx.export(
+        AudioEncoderExport(model),
+        (mel,),
+        str(encoder_path),
+        input_names=["mel"],
+        output_names=["n_layer_cross_k", "n_layer_cross_v"],
+        dynamic_axes={
+            "mel": {0: "n_audio", 2: "T"},
+            "n_layer_cross_k": {1: "n_audio", 2: "T"},
+            "n_layer_cross_v": {1: "n_audio", 2: "T"},
+        },
+        opset_version=OPSET,
+        dynamo=False,
+    )
+    with torch.no_grad():
+        cross_k, cross_v = AudioEncoderExport(model)(mel)
+    cache = torch.zeros(dims.n_text_layer, 1, dims.n_text_ctx, dims.n_text_state)
+    inputs = (
+        torch.tensor([[0, 1, 2]], dtype=torch.int64),
+        cache,
+        cache.clone(),
+        cross_k,
+        cross_v,
+        torch.zeros(1, dtype=torch.int64),
+    )
+    torch.onnx.export(
+        TextDecoderExport(model),
+        inputs,
+        str(decoder_path),
+        input_names=[
+            "tokens",
+            "in_n_layer_self_k_cache",
+            "in_n_layer_self_v_cache",
+            "n_layer_cross_k",
+            "n_layer_cross_v",
+            "offset",
+        ],
+        output_names=["logits", "out_n_layer_self_k_cache", "out_n_layer_self_v_cache"],
+        dynamic_axes={
+            "tokens": {0: "n_audio", 1: "n_tokens"},
+            "in_n_layer_self_k_cache": {1: "n_audio"},
+            "in_n_layer_self_v_cache": {1: "n_audio"},
+            "n_layer_cross_k": {1: "n_audio", 2: "T"},
+            "n_layer_cross_v": {1: "n_audio", 2: "T"},
+            "logits": {0: "n_audio", 1: "n_tokens"},
+            "out_n_layer_self_k_cache": {1: "n_audio"},
+            "out_n_layer_self_v_cache": {1: "n_audio"},
+        },
+        opset_version=OPSET,
+        dynamo=False,
+    )
+    return encoder_path, decoder_path
+
+
+def quantize(src: Path, dst: Path, metadata: Mapping[str, str]) -> None:
+    ort_quant.quantize_dynamic(
+        model_input=str(src),
+        model_output=str(dst),
+        op_types_to_quantize=["MatMul", "Gather"],
+        weight_type=ort_quant.QuantType.QInt8,
+    )
+    proto = onnx.load(str(dst))
+    del proto.metadata_props[:]
+    for key, value in metadata.items():
+        entry = proto.metadata_props.add()
+        entry.key = key
+        entry.value = value
+    onnx.save(proto, str(dst))
+
+
+def check(model: Any, encoder_path: Path, decoder_path: Path, tolerance: float | None) -> float:
+    """Largest logit gap between ONNX step-by-step decoding and whisper's own decoder.
+
+    With a tolerance (the fp32 export) the greedy choice must also agree at every step;
+    int8 weights legitimately move near-ties on random input, so they are only measured.
+    """
+    dims = model.dims
+    generator = torch.Generator().manual_seed(0)
+    frames = 2 * dims.n_audio_ctx - 400  # also exercise T below 30 s
+    mel = torch.randn(1, dims.n_mels, frames, generator=generator) * 0.5
+    tokenizer = whisper_tokenizer.get_tokenizer(
+        model.is_multilingual, num_languages=model.num_languages
+    )
+    prompt = list(tokenizer.sot_sequence_including_notimestamps)
+    tokens = prompt + tokenizer.encode(" The quick brown fox")
+    with torch.no_grad():
+        enc = model.encoder
+        x = torch.nn.functional.gelu(enc.conv1(mel))
+        x = torch.nn.functional.gelu(enc.conv2(x)).permute(0, 2, 1)
+        audio = x + enc.positional_embedding[: x.shape[1]]
+        for block in enc.blocks:
+            audio = block(audio)
+        audio = enc.ln_post(audio)
+        expected = model.decoder(torch.tensor([tokens]), audio).numpy()
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    encoder = ort.InferenceSession(str(encoder_path), options, providers=["CPUExecutionProvider"])
+    decoder = ort.InferenceSession(str(decoder_path), options, providers=["CPUExecutionProvider"])
+    cross_k, cross_v = encoder.run(None, {"mel": mel.numpy()})
+    cache_shape = (dims.n_text_layer, 1, dims.n_text_ctx, dims.n_text_state)
+    k_cache = np.zeros(cache_shape, dtype=np.float32)
+    v_cache = np.zeros(cache_shape, dtype=np.float32)
+    feeds = [prompt] + [[t] for t in tokens[len(prompt) :]]
+    offset = 0
+    worst = 0.0
+    for chunk in feeds:
+        logits, k_cache, v_cache = decoder.run(
+            None,
+            {
+                "tokens": np.array([chunk], dtype=np.int64),
+                "in_n_layer_self_k_cache": k_cache,
+                "in_n_layer_self_v_cache": v_cache,
+                "n_layer_cross_k": cross_k,
+                "n_layer_cross_v": cross_v,
+                "offset": np.array([offset], dtype=np.int64),
+            },
+        )
+        want = expected[0, offset : offset + len(chunk)]
+        worst = max(worst, float(np.abs(logits[0] - want).max()))
+        if tolerance is not None and int(logits[0, -1].argmax()) != int(want[-1].argmax()):
+            raise ConversionError(f"ONNX decoder disagrees with whisper at position {offset}")
+        offset += len(chunk)
+    if tolerance is not None and worst > tolerance:
+        raise ConversionError(f"ONNX logits differ from whisper by {worst:.4f} > {tolerance}")
+    return worst
+
+
+def write_tokens(dst: Path) -> int:
+    """sherpa's whisper tokens file: each ``<base64 bytes> <rank>`` line of gpt2.tiktoken."""
+    source = Path(whisper.__file__).with_name("assets") / "gpt2.tiktoken"
+    lines = [line for line in source.read_text(encoding="ascii").splitlines() if line.strip()]
+    for number, line in enumerate(lines):
+        _token, rank = line.split()
+        if int(rank) != number:
+            raise ConversionError(f"gpt2.tiktoken: rank {rank} on line {number}")
+    dst.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return len(lines)
+
+
+def convert(model_bin: Path, out: Path, model_type: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    whisper_model.MultiHeadAttention.use_sdpa = False
+    model = load_whisper(model_bin)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="whisper-export-", dir=out) as tmp:
+        work = Path(tmp)
+        encoder_fp32, decoder_fp32 = export(model, work)
+        fp32_gap = check(model, encoder_fp32, decoder_fp32, tolerance=1e-2)
+        exported = time.perf_counter()
+        encoder_int8 = out / "encoder.int8.onnx"
+        decoder_int8 = out / "decoder.int8.onnx"
+        quantize(encoder_fp32, encoder_int8, encoder_metadata(model, model_type))
+        quantize(decoder_fp32, decoder_int8, {"model_type": model_type, "version": "1"})
+    int8_gap = check(model, encoder_int8, decoder_int8, tolerance=None)
+    n_tokens = write_tokens(out / "tokens.txt")
+    return {
+        "dims": {k: getattr(model.dims, k) for k in model.dims.__dataclass_fields__},
+        "tokens": n_tokens,
+        "fp32_max_logit_gap": fp32_gap,
+        "int8_max_logit_gap": int8_gap,
+        "export_seconds": round(exported - started, 2),
+        "total_seconds": round(time.perf_counter() - started, 2),
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": ort.__version__,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--model-bin", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--model-type", default="whisper-tiny.en")
+    args = parser.parse_args(argv)
+    try:
+        report = convert(args.model_bin, args.out, args.model_type)
+    except (ConversionError, KeyError) as exc:
+        print(f"whisper_export: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
