@@ -19,7 +19,7 @@ models: $(STAMP)
 	$(BIN)/mcp-media models prepare
 
 run: $(STAMP)
-	$(BIN)/mcp-media ingest examples/sample_result.json --server demo-drive
+	$(BIN)/mcp-media demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -164,6 +164,28 @@ class MediaCache:
             iter([data]), kind, mime=mime, uri=uri, name=name, validate=validate
         )
 
+    def store_file(
+        self,
+        source: Path,
+        kind: MediaKind,
+        *,
+        mime: str | None = None,
+        name: str | None = None,
+        validate: Validator | None = None,
+    ) -> StoredBlob:
+        """Copy a local file into the cache, streamed, under the same limits."""
+        try:
+            handle = source.open("rb")
+        except OSError as exc:
+            raise BlobError(
+                MarkerReason.CACHE_ERROR, f"cannot read {source}: {exc.strerror}"
+            ) from exc
+        with handle:
+            chunks = iter(lambda: handle.read(1024 * 1024), b"")
+            return self._store_chunks(
+                chunks, kind, mime=mime, uri=None, name=name or source.name, validate=validate
+            )
+
     def _store_chunks(
         self,
         chunks: Iterator[bytes],

@@ -90,7 +90,7 @@ class _Ingestion:
                 self.lines.append(render.clean_text(text))
             case ImageBlock(data=data, mime=mime):
                 stored = self.cache.store_base64(
-                    data, MediaKind.IMAGE, mime=mime, validate=_validate_image
+                    data, MediaKind.IMAGE, mime=mime, validate=validate_image
                 )
                 self._add_media(stored)
             case AudioBlock(data=data, mime=mime):
@@ -126,7 +126,7 @@ class _Ingestion:
         self.lines.append(render.marker(found, render.one_line(block_type)[:40]))
 
 
-def _validate_image(path: Path, head: bytes) -> Format:
+def validate_image(path: Path, head: bytes) -> Format:
     try:
         return verify_image(path, head)
     except ImageCheckError as exc:

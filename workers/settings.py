@@ -1,20 +1,94 @@
-"""The one Settings object: environment prefix MCP_MEDIA_, nested sections with `__`."""
+"""The one Settings object: environment prefix MCP_MEDIA_, nested sections with `__`.
+
+Settings are read once, at the edge (CLI, worker start), and turned into the frozen
+dataclasses the pipeline stages take.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipelines.cache import DEFAULT_MAX_BLOB_BYTES, CacheLimits, MediaCache
+from pipelines.errors import ConfigError
 
 
 def default_home() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".cache"
     return base / "mcp-media"
+
+
+class VisionSettings(BaseModel):
+    enabled: bool = True
+    # auto: `openai` when a base URL is configured, else `local` (Pillow facts + OCR).
+    provider: Literal["auto", "openai", "local", "none"] = "auto"
+    base_url: str | None = None
+    api_key: SecretStr = SecretStr("")
+    model: str | None = None
+    prompt: str | None = None
+    timeout: float = Field(default=20.0, gt=0)
+    max_side: int = Field(default=1568, ge=64)
+    max_concurrency: int = Field(default=4, ge=1)
+    max_output_chars: int = Field(default=4000, ge=100)
+    min_side: int = Field(default=16, ge=1)
+    concurrency: int = Field(default=4, ge=1)  # threads per vision worker
+
+    @property
+    def resolved_provider(self) -> Literal["openai", "local", "none"]:
+        if not self.enabled or self.provider == "none":
+            return "none"
+        if self.provider == "auto":
+            return "openai" if self.base_url else "local"
+        return self.provider
+
+    def resolved_model(self) -> str:
+        """Settings, then AUXILIARY_VISION_MODEL, then a configuration error."""
+        model = self.model or os.environ.get("AUXILIARY_VISION_MODEL")
+        if not model:
+            raise ConfigError(
+                "vision provider `openai` needs a model: set MCP_MEDIA_VISION__MODEL "
+                "or AUXILIARY_VISION_MODEL"
+            )
+        return model
+
+
+class SpeechSettings(BaseModel):
+    model_dir: Path | None = None  # default: <home>/models/<default model>
+    threads: int = Field(default=1, ge=1)
+    concurrency: int | None = Field(default=None, ge=1)  # default: cores // threads
+
+    def processes(self) -> int:
+        if self.concurrency is not None:
+            return self.concurrency
+        return max(1, (os.cpu_count() or 1) // self.threads)
+
+
+class SttSettings(SpeechSettings):
+    max_seconds: float = Field(default=7200.0, gt=0)
+
+
+class TtsSettings(SpeechSettings):
+    max_chars: int = Field(default=20000, ge=1)
+    voice: str = "piper-en_US-joe-medium"
+    speed: float = Field(default=1.0, gt=0.2, le=4.0)
+    format: Literal["ogg", "wav"] = "ogg"
+    noise_scale: float = Field(default=0.667, ge=0)  # 0 and 0: deterministic output
+    noise_scale_w: float = Field(default=0.8, ge=0)
+
+
+class JobSettings(BaseModel):
+    max_deliveries: int = Field(default=3, ge=1)  # redelivery cap before the dead-letter list
+    claim_ttl: float = Field(default=60.0, ge=5)  # renewed while the job runs
+    result_ttl: int = Field(default=7 * 24 * 3600, ge=60)  # Redis index; sidecars stay
+    vision_soft_limit: float = Field(default=45.0, gt=0)
+    speech_soft_limit: float = Field(default=120.0, gt=0)  # plus time per input MiB
+    speech_seconds_per_mib: float = Field(default=60.0, ge=0)
+    speech_max_limit: float = Field(default=3 * 3600.0, gt=0)
 
 
 class Settings(BaseSettings):
@@ -25,10 +99,22 @@ class Settings(BaseSettings):
     home: Path = Field(default_factory=default_home)
     redis_url: str | None = None
     max_blob_bytes: int = Field(default=DEFAULT_MAX_BLOB_BYTES, gt=0)
+    vision: VisionSettings = Field(default_factory=VisionSettings)
+    stt: SttSettings = Field(default_factory=SttSettings)
+    tts: TtsSettings = Field(default_factory=TtsSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
 
     @property
     def cache_root(self) -> Path:
         return self.home / "cache"
+
+    @property
+    def results_root(self) -> Path:
+        return self.home / "results"
+
+    @property
+    def models_root(self) -> Path:
+        return self.home / "models"
 
     def media_cache(self) -> MediaCache:
         return MediaCache(self.cache_root, CacheLimits(max_blob_bytes=self.max_blob_bytes))

@@ -1,0 +1,184 @@
+"""Job results keyed by (capability, processor version, sha256).
+
+Sidecar JSON files under `<home>/results/` are the source of truth; a Redis index (in the
+workers layer) only makes them fast to find and can be rebuilt from them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypedDict
+
+from pipelines.media import Capability
+
+_HEX = frozenset("0123456789abcdef")
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Status.DONE, Status.DEGRADED, Status.FAILED)
+
+
+class MetaJson(TypedDict):
+    job_id: str | None
+    worker: str | None
+    attempts: int
+    elapsed_ms: int
+    reason: str | None
+    trace_id: str | None
+
+
+class EnvelopeJson(TypedDict):
+    status: str
+    capability: str
+    sha256: str
+    processor_version: str
+    output: dict[str, Any]
+    meta: MetaJson
+
+
+@dataclass(frozen=True, slots=True)
+class ResultKey:
+    capability: Capability
+    version: str
+    sha256: str
+
+    def __post_init__(self) -> None:
+        if len(self.sha256) != 64 or not set(self.sha256) <= _HEX:
+            raise ValueError(f"not a sha256 hex digest: {self.sha256[:80]!r}")
+        if not self.version or not set(self.version) <= _HEX:
+            raise ValueError(f"not a processor version: {self.version[:80]!r}")
+
+    def __str__(self) -> str:
+        return f"{self.capability.value}:{self.version}:{self.sha256}"
+
+    @classmethod
+    def parse(cls, text: str) -> ResultKey:
+        capability, version, sha256 = text.split(":")
+        return cls(Capability(capability), version, sha256)
+
+
+@dataclass(frozen=True, slots=True)
+class StageOutcome:
+    """What one stage returns: done with output, or degraded/failed with a reason."""
+
+    status: Status
+    output: Mapping[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """The one result shape every capability shares."""
+
+    status: Status
+    key: ResultKey
+    output: Mapping[str, Any]
+    job_id: str | None = None
+    worker: str | None = None
+    attempts: int = 1
+    elapsed_ms: int = 0
+    reason: str | None = None
+    trace_id: str | None = None
+
+    def to_json(self) -> EnvelopeJson:
+        return {
+            "status": self.status.value,
+            "capability": self.key.capability.value,
+            "sha256": self.key.sha256,
+            "processor_version": self.key.version,
+            "output": dict(self.output),
+            "meta": {
+                "job_id": self.job_id,
+                "worker": self.worker,
+                "attempts": self.attempts,
+                "elapsed_ms": self.elapsed_ms,
+                "reason": self.reason,
+                "trace_id": self.trace_id,
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Envelope:
+        meta = data.get("meta") or {}
+        return cls(
+            status=Status(data["status"]),
+            key=ResultKey(
+                Capability(data["capability"]), data["processor_version"], data["sha256"]
+            ),
+            output=data.get("output") or {},
+            job_id=meta.get("job_id"),
+            worker=meta.get("worker"),
+            attempts=int(meta.get("attempts", 1)),
+            elapsed_ms=int(meta.get("elapsed_ms", 0)),
+            reason=meta.get("reason"),
+            trace_id=meta.get("trace_id"),
+        )
+
+
+def processor_version(*parts: object) -> str:
+    """A short stable hash of everything that changes a capability's output."""
+    text = json.dumps([str(p) for p in parts], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+class Sidecars:
+    """Finished results as JSON files: `<root>/<capability>/<version>/<sha256>.json`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, key: ResultKey) -> Path:
+        return self.root / key.capability.value / key.version / f"{key.sha256}.json"
+
+    def read(self, key: ResultKey) -> Envelope | None:
+        try:
+            data = json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return None
+        try:
+            return Envelope.from_json(data)
+        except (KeyError, ValueError, TypeError):
+            return None
+
+    def write(self, envelope: Envelope) -> Path:
+        target = self.path(envelope.key)
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = target.parent / f".tmp-{secrets.token_hex(8)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(envelope.to_json(), out, ensure_ascii=False)
+                out.flush()
+                os.fsync(out.fileno())
+            tmp.replace(target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
+        return target
+
+    def scan(self) -> Iterator[Envelope]:
+        """Every readable sidecar, for rebuilding an index or counting."""
+        if not self.root.is_dir():
+            return
+        for path in self.root.glob("*/*/*.json"):
+            try:
+                yield Envelope.from_json(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue

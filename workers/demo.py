@@ -1,0 +1,87 @@
+"""`mcp-media demo` (what `make run` runs): the whole pipeline once, then everything stops.
+
+Prepares the models, starts the embedded broker and one worker per queue, ingests the
+bundled sample tool result, waits for its image summary and transcript, speaks a reply to
+an Ogg/Opus voice note, prints what the agent would see, and stops what it started.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from pipelines import ingest
+from pipelines.media import Capability, JobRequest
+from pipelines.render import pending_line
+from pipelines.results import Status
+from workers.client import MediaClient
+from workers.models import prepare
+from workers.settings import Settings
+from workers.speech import store_request, synthesis_request
+from workers.supervisor import Child
+from workers.up import start_all, stop_all
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_result.json"
+REPLY = "Thanks Dana. I will send the quarterly report to the finance team before Friday."
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"mcp-media demo: {text}\n")
+
+
+def _wait_ready(children: list[Child], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    pending = list(children)
+    while pending and time.monotonic() < deadline:
+        for child in list(pending):
+            if child.proc.poll() is not None:
+                tail = child.log.read_text(errors="replace")[-1500:]
+                raise RuntimeError(f"worker {child.name} exited at start:\n{tail}")
+            if " ready." in child.log.read_text(errors="replace"):
+                pending.remove(child)
+        time.sleep(0.2)
+    if pending:
+        raise RuntimeError(f"workers not ready after {timeout:.0f} s: {[c.name for c in pending]}")
+
+
+def run_demo(settings: Settings, sample: Path = SAMPLE, wait: float = 120.0) -> int:
+    from workers.cli import render_with_jobs
+
+    started = time.monotonic()
+    prepare(settings.home, log=_say)
+    children, broker_started = start_all(settings)
+    try:
+        _wait_ready(children, timeout=300)
+        _say(f"broker and {len(children)} workers up after {time.monotonic() - started:.1f} s")
+        rendered = ingest(sample.read_text(), cache=settings.media_cache(), server="demo-drive")
+        trace_id = uuid.uuid4().hex[:16]
+        client = MediaClient.connect(settings)
+        try:
+            t0 = time.monotonic()
+            handles = client.submit(rendered.jobs, trace_id=trace_id)
+            handles = client.wait(handles, wait)
+            _say(f"{len(handles)} jobs finished in {time.monotonic() - t0:.1f} s")
+            request = store_request(settings, synthesis_request(REPLY, settings, "ogg"))
+            job = JobRequest(Capability.AUDIO_SYNTHESIZE, request.sha256, request.path)
+            (spoken,) = client.wait(client.submit([job], trace_id=trace_id), wait)
+        finally:
+            client.close()
+        print("=== what the agent sees ===")
+        print(render_with_jobs(rendered, handles))
+        print("=== spoken reply ===")
+        if spoken.envelope is not None and spoken.envelope.status.value == "done":
+            print(spoken.envelope.output["media_tag"])
+        else:
+            print(pending_line(job.capability.value, spoken.id))
+        done = all(
+            h.envelope is not None and h.envelope.status is Status.DONE for h in [*handles, spoken]
+        )
+        _say(
+            f"{'done' if done else 'FAILED'} in {time.monotonic() - started:.1f} s "
+            f"(trace {trace_id})"
+        )
+        return 0 if done else 1
+    finally:
+        stop_all(settings, children, broker_started, grace=30)

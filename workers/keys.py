@@ -1,0 +1,51 @@
+"""Every Redis key and channel mcp-media uses, in one place."""
+
+from __future__ import annotations
+
+from pipelines.results import ResultKey
+
+PREFIX = "mcp-media"
+EVENTS = f"{PREFIX}:events"
+DEAD_LETTERS = f"{PREFIX}:dead"
+WORKERS = f"{PREFIX}:workers"  # hash: node name -> JSON description, refreshed by heartbeat
+
+
+def claim(key: ResultKey) -> str:
+    return f"{PREFIX}:claim:{key}"
+
+
+def result(key: ResultKey) -> str:
+    return f"{PREFIX}:result:{key}"
+
+
+def inflight(key: ResultKey) -> str:
+    return f"{PREFIX}:inflight:{key}"
+
+
+def job(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}"
+
+
+def deliveries(job_id: str) -> str:
+    return f"{PREFIX}:deliveries:{job_id}"
+
+
+def latest(capability: str, sha256: str) -> str:
+    """The newest result key for a sha256, whatever the processor version."""
+    return f"{PREFIX}:latest:{capability}:{sha256}"
+
+
+def semaphore(name: str) -> str:
+    return f"{PREFIX}:semaphore:{name}"
+
+
+def counts(capability: str) -> str:
+    return f"{PREFIX}:counts:{capability}"
+
+
+LEASES = f"{PREFIX}:leases"  # sorted set: job id -> lease expiry (unix time)
+
+
+def job_record(job_id: str) -> str:
+    """What is needed to re-send a job whose worker died: task, arguments, queue, limits."""
+    return f"{PREFIX}:jobrec:{job_id}"

@@ -1,0 +1,120 @@
+"""Bringing back jobs whose worker died, in seconds rather than after the visibility timeout.
+
+Every submitted job has a record (task, arguments, queue, limits). While a worker holds a
+job (reserved or running), its main process renews a short lease on it. When a worker dies
+(SIGKILL, OOM, node loss) its leases stop being renewed; any live worker's reaper then
+re-sends those jobs with the same id. The stale copy that Redis restores later, after the
+visibility timeout, finds the result already written and does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+from celery import Celery
+
+from pipelines.results import ResultKey
+from workers import keys
+from workers.store import ResultStore
+
+log = logging.getLogger("mcp_media.recovery")
+
+LEASE_SECONDS = 15.0
+HEARTBEAT_SECONDS = 3.0
+
+# Take expired leases atomically so that one reaper alone re-sends a job.
+_TAKE_EXPIRED = """
+local ids = redis.call('zrangebyscore', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 100)
+for _, id in ipairs(ids) do redis.call('zrem', KEYS[1], id) end
+return ids
+"""
+
+
+def record_job(
+    store: ResultStore,
+    job_id: str,
+    task: str,
+    kwargs: dict[str, Any],
+    queue: str,
+    limits: tuple[float, float],
+    ttl: int,
+) -> None:
+    body = {"task": task, "kwargs": kwargs, "queue": queue, "soft": limits[0], "hard": limits[1]}
+    store.redis.set(keys.job_record(job_id), json.dumps(body), ex=ttl)
+
+
+def renew_leases(
+    client: redis.Redis[bytes], job_ids: list[str], lease: float = LEASE_SECONDS
+) -> None:
+    if job_ids:
+        expiry = time.time() + lease
+        client.zadd(keys.LEASES, dict.fromkeys(job_ids, expiry))
+
+
+def drop_lease(client: redis.Redis[bytes], job_id: str) -> None:
+    client.zrem(keys.LEASES, job_id)
+
+
+def reap(app: Celery, store: ResultStore) -> list[str]:
+    """Re-send every job whose lease expired and whose result is not written yet."""
+    take = store.redis.register_script(_TAKE_EXPIRED)
+    resent = []
+    for raw in take(keys=[keys.LEASES], args=[time.time()]):
+        job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+        record_raw = store.redis.get(keys.job_record(job_id))
+        if record_raw is None:
+            continue
+        record = json.loads(record_raw)
+        key = ResultKey.parse(record["kwargs"]["key"])
+        envelope = store.get(key)
+        if envelope is not None and envelope.status.finished:
+            continue
+        app.send_task(
+            record["task"],
+            kwargs=record["kwargs"],
+            task_id=job_id,
+            queue=record["queue"],
+            soft_time_limit=record["soft"],
+            time_limit=record["hard"],
+        )
+        log.warning("re-sent job %s (%s): its worker stopped renewing its lease", job_id, key)
+        resent.append(job_id)
+    return resent
+
+
+class Heartbeat:
+    """Runs in a worker's main process: renews its jobs' leases and reaps dead workers' jobs."""
+
+    def __init__(self, app: Celery, store: ResultStore) -> None:
+        self.app = app
+        self.store = store
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mcp-media-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def lease(self, job_id: str) -> None:
+        try:
+            renew_leases(self.store.redis, [job_id])
+        except redis.RedisError:
+            log.warning("could not lease job %s", job_id, exc_info=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        from celery.worker import state
+
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            try:
+                held = [r.id for r in list(state.reserved_requests) + list(state.active_requests)]
+                renew_leases(self.store.redis, held)
+                reap(self.app, self.store)
+            except Exception:  # the broker may be restarting: try again next beat
+                log.warning("heartbeat failed", exc_info=True)

@@ -1,0 +1,112 @@
+"""Cross-cutting concerns in Celery signal hooks: trace ids in logs, timing, per-process set-up."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from typing import Any
+
+from celery import Celery
+from celery.signals import (
+    after_setup_logger,
+    after_setup_task_logger,
+    task_postrun,
+    task_prerun,
+    task_received,
+    worker_process_init,
+    worker_ready,
+)
+
+from workers import resources
+
+trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="-")
+LOG_FORMAT = "%(asctime)s %(levelname)s [trace=%(trace_id)s] %(processName)s %(name)s: %(message)s"
+log = logging.getLogger("mcp_media.jobs")
+_started: dict[str, float] = {}
+
+
+class TraceFilter(logging.Filter):
+    """Adds `trace_id` to every record so one grep shows the whole path of one tool result."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "trace_id"):
+            record.trace_id = trace_id_var.get()
+        return True
+
+
+def install_log_format(logger: logging.Logger) -> None:
+    for handler in logger.handlers:
+        handler.addFilter(TraceFilter())
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+
+
+def _on_logger(logger: logging.Logger, **_: Any) -> None:
+    install_log_format(logger)
+
+
+def _on_prerun(task_id: str, task: Any, kwargs: dict[str, Any] | None = None, **_: Any) -> None:
+    trace_id_var.set((kwargs or {}).get("trace_id") or "-")
+    _started[task_id] = time.monotonic()
+    log.info("start %s id=%s key=%s", task.name, task_id, (kwargs or {}).get("key"))
+
+
+def _on_postrun(
+    task_id: str, task: Any, retval: Any = None, state: str | None = None, **_: Any
+) -> None:
+    elapsed = time.monotonic() - _started.pop(task_id, time.monotonic())
+    status = retval.get("status") if isinstance(retval, dict) else state
+    log.info("end %s id=%s status=%s elapsed=%.3fs", task.name, task_id, status, elapsed)
+    trace_id_var.set("-")
+
+
+def _on_process_init(app: Celery) -> None:
+    """In each forked child: drop the parent's state, then load this child's engines."""
+    import os
+
+    from workers.capabilities import for_queue
+
+    resources.reset_process()
+    queues = [q for q in os.environ.get("MCP_MEDIA_WORKER_QUEUES", "").split(",") if q]
+    res = resources.for_process(app.conf.mcp_media_settings, app.conf.broker_url)
+    for queue in queues:
+        started = time.monotonic()
+        for_queue(queue).probe(res)
+        log.info("%s engines loaded in this process in %.2f s", queue, time.monotonic() - started)
+
+
+_heartbeat: Any = None
+
+
+def _start_heartbeat(app: Celery) -> None:
+    global _heartbeat
+    from workers.recovery import Heartbeat
+    from workers.resources import result_store
+
+    settings = app.conf.mcp_media_settings
+    _heartbeat = Heartbeat(app, result_store(settings, app.conf.broker_url))
+    _heartbeat.start()
+
+
+def _on_received(request: Any = None, **_: Any) -> None:
+    # Lease a job the moment this worker takes it, not at the next heartbeat.
+    if _heartbeat is not None and request is not None:
+        _heartbeat.lease(request.id)
+
+
+_connected = False
+
+
+def connect(app: Celery) -> None:
+    """Connect the hooks once per process (signals are global in Celery)."""
+    global _connected
+    if _connected:
+        return
+    _connected = True
+    worker_ready.connect(lambda sender=None, **_: _start_heartbeat(app), weak=False)
+    after_setup_logger.connect(_on_logger, weak=False)
+    after_setup_task_logger.connect(_on_logger, weak=False)
+    task_prerun.connect(_on_prerun, weak=False)
+    task_received.connect(_on_received, weak=False)
+    task_postrun.connect(_on_postrun, weak=False)
+    worker_process_init.connect(lambda **_: _on_process_init(app), weak=False)

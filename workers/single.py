@@ -1,0 +1,23 @@
+"""Single files from the command line into the cache (describe, transcribe)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.cache import BlobError
+from pipelines.errors import PermanentError
+from pipelines.ingest import validate_image
+from pipelines.media import MediaKind, StoredBlob
+from workers.settings import Settings
+
+
+def store_file(settings: Settings, path: Path, kind: str) -> StoredBlob:
+    media_kind = MediaKind(kind)
+    if not path.is_file():
+        raise PermanentError(f"{path}: no such file")
+    try:
+        return settings.media_cache().store_file(
+            path, media_kind, validate=validate_image if media_kind is MediaKind.IMAGE else None
+        )
+    except BlobError as exc:
+        raise PermanentError(f"{path}: {exc.message}") from None

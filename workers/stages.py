@@ -1,0 +1,91 @@
+"""Capability stages as the workers run them: a pipelines call plus cluster coordination."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from pipelines.errors import ConfigError
+from pipelines.results import StageOutcome, Status
+from pipelines.vision import OutcomeStatus, summarize_image
+from workers.resources import Resources
+from workers.speech import run_synthesize, run_transcribe
+
+log = logging.getLogger(__name__)
+
+VISION_SLOT = "vision-provider"
+SLOT_POLL = 0.05
+
+
+def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> StageOutcome:
+    """Describe one image, holding one of the cluster's provider slots while calling out."""
+    config = resources.vision
+    store = resources.store
+    token: str | None = None
+    ttl = config.timeout + 15  # a dead holder's slot frees itself after this
+    if store is not None and config.provider.value == "openai":
+        deadline = time.monotonic() + slot_wait
+        while token is None:
+            token = store.acquire_slot(VISION_SLOT, config.max_concurrency, ttl)
+            if token is None:
+                if time.monotonic() > deadline:
+                    return StageOutcome(
+                        Status.DEGRADED, reason="provider_busy: no provider slot became free"
+                    )
+                time.sleep(SLOT_POLL)
+    try:
+        outcome = summarize_image(path, config, resources.vision_provider())
+    finally:
+        if token is not None and store is not None:
+            store.release_slot(VISION_SLOT, token)
+    output: dict[str, Any] = outcome.to_dict()  # type: ignore[assignment]
+    if outcome.status is OutcomeStatus.DONE:
+        return StageOutcome(Status.DONE, output)
+    reason = f"{outcome.reason}: {outcome.detail}" if outcome.detail else str(outcome.reason)
+    return StageOutcome(Status.DEGRADED, output, reason=reason)
+
+
+def transcribe(resources: Resources, path: Path) -> StageOutcome:
+    return run_transcribe(resources.transcriber(), resources.settings, path)
+
+
+def synthesize(resources: Resources, path: Path) -> StageOutcome:
+    return run_synthesize(resources.synthesizer(), resources.settings, path)
+
+
+def probe_vision(resources: Resources) -> None:
+    resources.vision_provider()
+
+
+def probe_tts(resources: Resources) -> float:
+    """Synthesise one word; the voice must produce sound. Returns the audio seconds."""
+    speech = resources.synthesizer().synthesize("Ready.")
+    if speech.samples is None or speech.duration_s <= 0:
+        raise ConfigError("text-to-speech probe produced no audio")
+    return speech.duration_s
+
+
+def probe_stt(resources: Resources) -> str:
+    """Recognise a spoken word when a voice is installed, else one second of silence."""
+    import numpy as np
+
+    transcriber, _ = resources.transcriber()
+    rate = transcriber.sample_rate
+    try:
+        speech = resources.synthesizer().synthesize("Hello.")
+    except ConfigError:
+        return transcriber.transcribe(np.zeros(rate, dtype=np.float32))
+    assert speech.samples is not None
+    import tempfile
+
+    from pipelines.speech.audio import decode_audio, write_wav
+
+    with tempfile.TemporaryDirectory() as scratch:
+        wav = write_wav(Path(scratch) / "probe.wav", speech.samples, speech.sample_rate)
+        samples = decode_audio(wav, rate).samples
+    text = transcriber.transcribe(samples)
+    if "hello" not in text.lower():
+        raise ConfigError(f"speech-to-text probe heard {text!r} instead of 'Hello.'")
+    return text

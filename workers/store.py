@@ -1,0 +1,185 @@
+"""The Redis side of results: claims, the result index, in-flight jobs, events, semaphores.
+
+Sidecar files (pipelines.results.Sidecars) stay the truth; everything here can be rebuilt
+from them or expires by itself, so a flushed Redis loses no finished work.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from pipelines.results import Envelope, ResultKey, Sidecars, Status
+from workers import keys
+
+# Delete or extend a key only if it still holds our token.
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+# Counting semaphore on a sorted set scored by expiry time: a dead holder's slot expires.
+_SEM_ACQUIRE = """
+redis.call('zremrangebyscore', KEYS[1], '-inf', ARGV[1])
+if redis.call('zcard', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('zadd', KEYS[1], ARGV[2], ARGV[4])
+  return 1
+end
+return 0
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    key: ResultKey
+    token: str
+
+
+class ResultStore:
+    """Results for the whole cluster: Redis for speed and coordination, sidecars for truth."""
+
+    def __init__(self, client: redis.Redis[bytes], sidecars: Sidecars, result_ttl: int) -> None:
+        self.redis = client
+        self.sidecars = sidecars
+        self.result_ttl = result_ttl
+        self._release = client.register_script(_RELEASE)
+        self._renew = client.register_script(_RENEW)
+        self._sem_acquire = client.register_script(_SEM_ACQUIRE)
+
+    # finished results
+
+    def get(self, key: ResultKey) -> Envelope | None:
+        raw = self.redis.get(keys.result(key))
+        if raw is not None:
+            return Envelope.from_json(json.loads(raw))
+        envelope = self.sidecars.read(key)
+        if envelope is not None:
+            self._index(envelope)  # Redis was flushed or the entry expired: rebuild it
+        return envelope
+
+    def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]:
+        if not wanted:
+            return {}
+        found: dict[ResultKey, Envelope] = {}
+        raws = self.redis.mget([keys.result(k) for k in wanted])
+        for key, raw in zip(wanted, raws, strict=True):
+            if raw is not None:
+                found[key] = Envelope.from_json(json.loads(raw))
+        return found
+
+    def put(self, envelope: Envelope) -> None:
+        """Write the sidecar first (the truth), then index it and announce it."""
+        self.sidecars.write(envelope)
+        self._index(envelope)
+        pipe = self.redis.pipeline()
+        pipe.delete(keys.inflight(envelope.key))
+        pipe.hincrby(keys.counts(envelope.key.capability.value), envelope.status.value, 1)
+        pipe.publish(keys.EVENTS, json.dumps(envelope.to_json()))
+        pipe.execute()
+
+    def _index(self, envelope: Envelope) -> None:
+        pipe = self.redis.pipeline()
+        pipe.set(keys.result(envelope.key), json.dumps(envelope.to_json()), ex=self.result_ttl)
+        pipe.set(
+            keys.latest(envelope.key.capability.value, envelope.key.sha256),
+            str(envelope.key),
+            ex=self.result_ttl,
+        )
+        if envelope.job_id:
+            pipe.set(keys.job(envelope.job_id), str(envelope.key), ex=self.result_ttl)
+        pipe.execute()
+
+    # jobs in flight
+
+    def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str:
+        """Register `job_id` as the job for `key`, or return the job already in flight."""
+        pipe = self.redis.pipeline()
+        pipe.set(keys.inflight(key), job_id, nx=True, ex=ttl)
+        pipe.get(keys.inflight(key))
+        created, current = pipe.execute()
+        if created:
+            self.redis.set(keys.job(job_id), str(key), ex=max(ttl, self.result_ttl))
+        return current.decode() if isinstance(current, bytes) else str(current)
+
+    def forget_job(self, key: ResultKey, job_id: str) -> None:
+        self._release(keys=[keys.inflight(key)], args=[job_id])
+
+    def inflight_job(self, key: ResultKey) -> str | None:
+        raw = self.redis.get(keys.inflight(key))
+        return raw.decode() if raw is not None else None
+
+    def key_for_job(self, job_id: str) -> ResultKey | None:
+        raw = self.redis.get(keys.job(job_id))
+        return ResultKey.parse(raw.decode()) if raw is not None else None
+
+    def latest_key(self, capability: str, sha256: str) -> ResultKey | None:
+        raw = self.redis.get(keys.latest(capability, sha256))
+        return ResultKey.parse(raw.decode()) if raw is not None else None
+
+    def count_delivery(self, job_id: str, ttl: int) -> int:
+        pipe = self.redis.pipeline()
+        pipe.incr(keys.deliveries(job_id))
+        pipe.expire(keys.deliveries(job_id), ttl)
+        count, _ = pipe.execute()
+        return int(count)
+
+    def dead_letter(self, job_id: str, key: ResultKey, reason: str) -> None:
+        entry = {"job_id": job_id, "key": str(key), "reason": reason, "at": time.time()}
+        self.redis.lpush(keys.DEAD_LETTERS, json.dumps(entry))
+
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        return [json.loads(raw) for raw in self.redis.lrange(keys.DEAD_LETTERS, 0, limit - 1)]
+
+    # claims: one worker at a time works on one key
+
+    def claim(self, key: ResultKey, ttl: float) -> Claim | None:
+        token = secrets.token_hex(16)
+        if self.redis.set(keys.claim(key), token, nx=True, px=int(ttl * 1000)):
+            return Claim(key, token)
+        return None
+
+    def renew(self, claim: Claim, ttl: float) -> bool:
+        return bool(self._renew(keys=[keys.claim(claim.key)], args=[claim.token, int(ttl * 1000)]))
+
+    def release(self, claim: Claim) -> None:
+        self._release(keys=[keys.claim(claim.key)], args=[claim.token])
+
+    def claimed(self, key: ResultKey) -> bool:
+        return bool(self.redis.exists(keys.claim(key)))
+
+    # a cluster-wide semaphore whose slots expire with their holder
+
+    def acquire_slot(self, name: str, limit: int, ttl: float) -> str | None:
+        token = secrets.token_hex(12)
+        now = time.time()
+        ok = self._sem_acquire(keys=[keys.semaphore(name)], args=[now, now + ttl, limit, token])
+        return token if ok else None
+
+    def renew_slot(self, name: str, token: str, ttl: float) -> None:
+        self.redis.zadd(keys.semaphore(name), {token: time.time() + ttl}, xx=True)
+
+    def release_slot(self, name: str, token: str) -> None:
+        self.redis.zrem(keys.semaphore(name), token)
+
+    def status_counts(self, capability: str) -> dict[str, int]:
+        raw = self.redis.hgetall(keys.counts(capability))
+        return {k.decode(): int(v) for k, v in raw.items()}
+
+
+def finished(envelope: Envelope | None) -> bool:
+    return envelope is not None and envelope.status.finished
+
+
+def reusable(envelope: Envelope | None) -> bool:
+    """A result new submissions can take as is: only `done` (degraded ones are retried)."""
+    return envelope is not None and envelope.status is Status.DONE

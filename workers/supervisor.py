@@ -1,0 +1,124 @@
+"""Process management for `mcp-media up` and `mcp-media worker`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from workers.capabilities import CAPABILITIES
+from workers.settings import Settings
+
+GRACE_SECONDS = 60.0
+
+
+def pool_for(queues: Sequence[str]) -> str:
+    """Threads for I/O-bound queues only; prefork as soon as a CPU-bound queue is served."""
+    pools = {spec.pool for spec in CAPABILITIES.values() if spec.queue in queues}
+    return "threads" if pools == {"threads"} else "prefork"
+
+
+def default_concurrency(settings: Settings, queues: Sequence[str]) -> int:
+    if queues == ["vision"]:
+        return settings.vision.concurrency
+    if queues == ["stt"]:
+        return settings.stt.processes()
+    if queues == ["tts"]:
+        return settings.tts.processes()
+    return max(1, (os.cpu_count() or 1) // max(settings.stt.threads, settings.tts.threads))
+
+
+def node_name(queues: Sequence[str]) -> str:
+    return f"{'+'.join(queues)}-{os.getpid()}@{socket.gethostname()}"
+
+
+def worker_argv(settings: Settings, queues: Sequence[str], concurrency: int | None) -> list[str]:
+    pool = pool_for(queues)
+    return [
+        "worker",
+        "--queues",
+        ",".join(queues),
+        "--pool",
+        pool,
+        "--concurrency",
+        str(concurrency or default_concurrency(settings, queues)),
+        "--hostname",
+        node_name(queues),
+        "--loglevel",
+        "INFO",
+        "--without-mingle",
+        "--without-gossip",
+    ]
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+def spawn_worker(
+    queues: Sequence[str], log_dir: Path, env: dict[str, str], concurrency: int | None = None
+) -> Child:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"worker-{'+'.join(queues)}.log"
+    cmd = [sys.executable, "-m", "workers.cli", "worker", "--queues", ",".join(queues)]
+    if concurrency:
+        cmd += ["--concurrency", str(concurrency)]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    return Child("+".join(queues), proc, log)
+
+
+def stop_children(children: Sequence[Child], grace: float = GRACE_SECONDS) -> None:
+    """Warm shutdown (SIGTERM: finish running jobs), then SIGKILL after the grace period."""
+    for child in children:
+        if child.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for child in children:
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            child.proc.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.proc.pid, signal.SIGKILL)
+            child.proc.wait(timeout=10)
+
+
+class StopRequested(Exception):
+    pass
+
+
+def raise_on_signals() -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise StopRequested(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def wait_for_workers(
+    app_inspect_timeout: float, expected: int, deadline: float, ping: object
+) -> int:
+    """Poll `ping()` (returns the number of workers answering) until `expected` answer."""
+    assert callable(ping)
+    seen = 0
+    while time.monotonic() < deadline:
+        seen = int(ping())
+        if seen >= expected:
+            return seen
+        time.sleep(app_inspect_timeout)
+    return seen

@@ -1,0 +1,53 @@
+"""`mcp-media up`: the embedded broker (unless a URL is set) and one worker per queue."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from workers.broker import broker_url, mask_url, stop_embedded
+from workers.capabilities import QUEUES
+from workers.settings import Settings
+from workers.supervisor import Child, StopRequested, raise_on_signals, spawn_worker, stop_children
+
+
+def start_all(settings: Settings, queues: tuple[str, ...] = QUEUES) -> tuple[list[Child], bool]:
+    broker = broker_url(settings.home, settings.redis_url)
+    env = dict(os.environ, MCP_MEDIA_REDIS_URL=broker.url, MCP_MEDIA_HOME=str(settings.home))
+    log_dir = settings.home / "logs"
+    children = [spawn_worker([queue], log_dir, env) for queue in queues]
+    sys.stderr.write(
+        f"mcp-media: broker {mask_url(broker.url)}"
+        f"{' (embedded, started)' if broker.started else ''}\n"
+        f"mcp-media: workers {', '.join(c.name for c in children)}; logs in {log_dir}\n"
+    )
+    return children, broker.started
+
+
+def stop_all(settings: Settings, children: list[Child], broker_started: bool, grace: float) -> None:
+    stop_children(children, grace)
+    if broker_started:
+        stop_embedded(settings.home)
+
+
+def run_up(settings: Settings, grace: float) -> int:
+    raise_on_signals()
+    children: list[Child] = []
+    started = False
+    try:
+        children, started = start_all(settings)
+        while True:
+            for child in children:
+                code = child.proc.poll()
+                if code is not None:
+                    sys.stderr.write(
+                        f"mcp-media: worker {child.name} exited with {code}; see {child.log}\n"
+                    )
+                    return 1
+            time.sleep(0.5)
+    except StopRequested as stop:
+        sys.stderr.write(f"mcp-media: {stop}: stopping workers (grace {grace:.0f} s)\n")
+        return 0
+    finally:
+        stop_all(settings, children, started, grace)
