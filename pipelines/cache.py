@@ -112,6 +112,18 @@ def _bad_base64(detail: str) -> BlobError:
     return BlobError(MarkerReason.BAD_BASE64, f"could not be decoded as base64 ({detail})")
 
 
+@dataclass(frozen=True, slots=True)
+class CachedFile:
+    kind: MediaKind
+    path: Path
+    sha256: str
+    size: int
+    mtime: float
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
 class MediaCache:
     """Content-addressed cache rooted at `root` (folders 0700, files 0600)."""
 
@@ -185,6 +197,25 @@ class MediaCache:
             return self._store_chunks(
                 chunks, kind, mime=mime, uri=None, name=name or source.name, validate=validate
             )
+
+    def iter_stored(self, kind: MediaKind) -> Iterator[CachedFile]:
+        """Content-addressed files of one kind, from the disk (not from any index)."""
+        if kind is MediaKind.DOCUMENT:
+            raise ValueError("documents are named by their hash prefix, not iterated here")
+        folder = self.folder(kind)
+        try:
+            entries = os.scandir(folder)
+        except FileNotFoundError:
+            return
+        with entries:
+            for entry in entries:
+                sha256, dot, _ext = entry.name.partition(".")
+                if not dot or len(sha256) != 64 or not set(sha256) <= _HEX:
+                    continue  # temp files and anything we did not write
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                yield CachedFile(kind, Path(entry.path), sha256, st.st_size, st.st_mtime)
 
     def _store_chunks(
         self,

@@ -264,13 +264,68 @@ def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
     from workers.status import collect, format_status
 
-    report = collect(settings)
+    while True:
+        report = collect(settings)
+        if args.json:
+            _print_json(report)
+        else:
+            if args.watch and sys.stdout.isatty():
+                sys.stdout.write("\x1b[H\x1b[2J")
+            sys.stdout.write(format_status(report))
+        sys.stdout.flush()
+        if not args.watch:
+            return 0
+        try:
+            time.sleep(args.interval)
+        except KeyboardInterrupt:
+            return 0
+
+
+def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import datetime
+
+    from pipelines.media import MediaKind
+    from workers.client import MediaClient
+    from workers.reprocess import AlreadyRunning, Selection, run
+
+    kinds = {
+        "image": (MediaKind.IMAGE,),
+        "audio": (MediaKind.AUDIO,),
+        "all": (MediaKind.IMAGE, MediaKind.AUDIO),
+    }[args.kind]
+    if settings.vision.resolved_provider == "none":
+        kinds = tuple(k for k in kinds if k is not MediaKind.IMAGE)
+    try:
+        since = datetime.fromisoformat(args.since) if args.since else None
+    except ValueError:
+        raise CliError(f"--since {args.since!r} is not a date (YYYY-MM-DD[THH:MM])") from None
+    selection = Selection(
+        kinds=kinds,
+        mode="all" if args.all else "missing",
+        include_degraded=args.include_degraded,
+        since=since,
+        limit=args.limit,
+    )
+    client = MediaClient.connect(settings)
+    try:
+        tally = run(client, selection, high_water=settings.jobs.high_water, dry_run=args.dry_run)
+    except AlreadyRunning as exc:
+        raise CliError(str(exc)) from None
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        client.close()
     if args.json:
-        _print_json(report)
+        _print_json(tally.summary() | ({"by_kind": tally.by_kind} if args.dry_run else {}))
+    elif args.dry_run:
+        shown = ", ".join(f"{k}: {v}" for k, v in sorted(tally.by_kind.items())) or "nothing"
+        sys.stdout.write(f"would enqueue {tally.selected} ({shown}); {tally.skipped} up to date\n")
     else:
-        sys.stdout.write(format_status(report))
+        sys.stdout.write(" ".join(f"{k}={v}" for k, v in tally.summary().items()) + "\n")
     return 0
 
 
@@ -371,7 +426,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="queues, results, workers, dead letters")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
+    p.add_argument("--interval", type=float, default=2.0)
     p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("reprocess", help="enqueue cached media again (new model, prompt, misses)")
+    p.add_argument("--kind", choices=["image", "audio", "all"], default="all")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--missing",
+        action="store_true",
+        default=True,
+        help="media without a done result for the current version (default)",
+    )
+    mode.add_argument("--all", action="store_true", help="everything, forced")
+    p.add_argument(
+        "--include-degraded",
+        action="store_true",
+        help="with --missing: also retry degraded and failed results",
+    )
+    p.add_argument("--since", help="only media cached since this date (YYYY-MM-DD)")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_reprocess)
 
     p = sub.add_parser("worker", help="run one Celery worker for some queues")
     p.add_argument("--queues", default="vision,stt,tts")

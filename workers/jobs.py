@@ -77,15 +77,23 @@ def execute(
     store = resources.store
     if store is None:
         return _execute_inline(spec, resources, key, path, params, trace_id)
+    force = bool(params.get("force"))
+
+    def usable(envelope: Envelope | None) -> bool:
+        # A forced job (reprocess --all) recomputes unless its own run already finished.
+        if envelope is not None and job_id is not None and envelope.job_id == job_id:
+            return envelope.status.finished
+        return not force and reusable(envelope)
+
     existing = store.get(key)
-    if reusable(existing):
+    if usable(existing):
         assert existing is not None
         return existing
     ttl = resources.settings.jobs.claim_ttl
     deadline = time.monotonic() + claim_wait
     while (claim := store.claim(key, ttl)) is None:
         found = store.get(key)
-        if reusable(found) or (found is not None and found.job_id == job_id):
+        if usable(found):
             assert found is not None
             return found
         if time.monotonic() > deadline:
@@ -93,7 +101,7 @@ def execute(
         time.sleep(CLAIM_POLL)
     try:
         found = store.get(key)
-        if reusable(found):
+        if usable(found):
             assert found is not None
             return found
         started = time.monotonic()
@@ -127,7 +135,7 @@ def _execute_inline(
     """No broker: the sidecars alone give dedup."""
     sidecars = Sidecars(resources.settings.results_root)
     existing = sidecars.read(key)
-    if reusable(existing):
+    if reusable(existing) and not params.get("force"):
         assert existing is not None
         return existing
     started = time.monotonic()

@@ -89,6 +89,7 @@ class JobSettings(BaseModel):
     speech_soft_limit: float = Field(default=120.0, gt=0)  # plus time per input MiB
     speech_seconds_per_mib: float = Field(default=60.0, ge=0)
     speech_max_limit: float = Field(default=3 * 3600.0, gt=0)
+    high_water: int = Field(default=500, ge=1)  # reprocess waits while a queue holds more
 
 
 class Settings(BaseSettings):

@@ -40,7 +40,8 @@ def _make_task(app: Celery, spec: CapabilitySpec, settings: Settings) -> None:
         job_id: str = self.request.id
         attempts = int(self.request.retries) + 1
         existing = store.get(result_key)
-        if reusable(existing) or (existing is not None and existing.job_id == job_id):
+        own = existing is not None and existing.job_id == job_id
+        if own or (reusable(existing) and not (params or {}).get("force")):
             assert existing is not None
             drop_lease(store.redis, job_id)
             return existing.to_json()  # a stale redelivery of finished work: nothing to do

@@ -1,0 +1,150 @@
+"""`mcp-media reprocess` on a real cluster: selection from the disk, resumability,
+new processor versions, forced runs, back-pressure and the single-run lock."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from pipelines import ingest
+from tests.integration.conftest import ROOT, Cluster
+from tests.integration.test_vision_jobs import image_result
+
+pytestmark = pytest.mark.integration
+
+
+def seed(cluster: Cluster, tmp_path: Path, seeds: list[int]) -> None:
+    """Cache images without enqueueing anything, as an older install would have left them."""
+    result = image_result(tmp_path, seeds, name=f"seed-{seeds[0]}.json")
+    rendered = ingest(result.read_text(), cache=cluster.settings().media_cache())
+    assert len(rendered.media) == len(seeds)
+
+
+def test_dry_run_then_run_then_nothing_left(cluster: Cluster, tmp_path: Path) -> None:
+    seed(cluster, tmp_path, [1, 2, 3, 4, 5])
+    dry = cluster.cli_json("reprocess", "--dry-run")
+    assert dry["selected"] == 5 and dry["enqueued"] == 0
+    assert dry["by_kind"] == {"image": 5}
+    assert cluster.fake.request_count == 0
+
+    cluster.start_worker("vision")
+    done = cluster.cli_json("reprocess", "--kind", "image")
+    assert done == {
+        "selected": 5,
+        "enqueued": 5,
+        "skipped": 0,
+        "done": 5,
+        "degraded": 0,
+        "failed": 0,
+    }
+    assert cluster.fake.request_count == 5
+
+    again = cluster.cli_json("reprocess")
+    assert again["selected"] == 0 and again["skipped"] == 5
+
+    # Redis lost: the sidecars on disk still say what is done.
+    client = redis.Redis.from_url(cluster.broker.url)
+    client.flushall()
+    client.close()
+    after_flush = cluster.cli_json("reprocess", "--dry-run")
+    assert after_flush["selected"] == 0 and after_flush["skipped"] == 5
+
+
+def test_a_new_prompt_selects_everything_again_and_all_forces(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    seed(cluster, tmp_path, [10, 11, 12])
+    worker = cluster.start_worker("vision")
+    assert cluster.cli_json("reprocess")["done"] == 3
+    worker.stop()
+
+    prompt = {"MCP_MEDIA_VISION__PROMPT": "Only list the text."}
+    cluster.start_worker("vision", **prompt)
+    rerun = cluster.cli_json("reprocess", **prompt)
+    assert rerun["selected"] == 3 and rerun["done"] == 3
+    assert cluster.fake.request_count == 6
+    assert {r.prompt for r in cluster.fake.received[3:]} == {"Only list the text."}
+
+    forced = cluster.cli_json("reprocess", "--all", **prompt)
+    assert forced["selected"] == 3 and forced["done"] == 3
+    assert cluster.fake.request_count == 9
+
+
+def test_degraded_results_are_retried_only_when_asked(cluster: Cluster, tmp_path: Path) -> None:
+    seed(cluster, tmp_path, [20, 21])
+    cluster.fake.set(mode="error", status=500)
+    cluster.start_worker("vision")
+    first = cluster.cli_json("reprocess")
+    assert first["degraded"] == 2
+    assert cluster.cli_json("reprocess")["selected"] == 0
+    cluster.fake.set(mode="ok")
+    retried = cluster.cli_json("reprocess", "--include-degraded")
+    assert retried["selected"] == 2 and retried["done"] == 2
+
+
+def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path) -> None:
+    seed(cluster, tmp_path, list(range(30, 42)))
+    env = cluster.env(MCP_MEDIA_JOBS__HIGH_WATER="3")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli", "reprocess", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    client = redis.Redis.from_url(cluster.broker.url)
+    try:
+        deadline = time.monotonic() + 30
+        while client.llen("vision") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        observed = []
+        for _ in range(20):
+            observed.append(int(client.llen("vision")))
+            time.sleep(0.05)
+        assert max(observed) == 3  # no worker yet: the run holds at the high-water mark
+
+        second = cluster.cli("reprocess", "--kind", "image")
+        assert second.returncode == 2
+        assert "another reprocess run for image is in progress" in second.stderr
+
+        cluster.start_worker("vision")
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+        summary = json.loads(out)
+        assert summary["enqueued"] == 12 and summary["done"] == 12
+        assert "reprocess: enqueued" in err  # plain progress lines when not a terminal
+    finally:
+        if run.poll() is None:
+            run.kill()
+        client.close()
+
+
+def test_a_crashed_run_cannot_hold_the_lock(cluster: Cluster, tmp_path: Path) -> None:
+    seed(cluster, tmp_path, list(range(50, 56)))
+    env = cluster.env(MCP_MEDIA_JOBS__HIGH_WATER="1")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli", "reprocess"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
+    )
+    client = redis.Redis.from_url(cluster.broker.url)
+    try:
+        deadline = time.monotonic() + 30
+        while not client.exists("mcp-media:reprocess:image") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=10)
+        ttl = client.ttl("mcp-media:reprocess:image")
+        assert 0 < ttl <= 30  # expires by itself; nobody has to clean up after the crash
+    finally:
+        client.close()

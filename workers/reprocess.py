@@ -1,0 +1,252 @@
+"""`mcp-media reprocess`: walk the cache on disk and enqueue what needs (re)doing.
+
+Selection reads the sidecar files, not Redis, so it works after Redis was flushed.
+Enqueueing holds back while a queue has more than a high-water mark of waiting jobs, a
+lock refuses a second concurrent run for the same kind, and the run waits for its jobs,
+showing progress from the completion events.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TextIO
+
+from pipelines.cache import CachedFile
+from pipelines.ingest import JOB_FOR_KIND
+from pipelines.media import MediaKind
+from pipelines.results import ResultKey, Sidecars, Status
+from workers import keys
+from workers.capabilities import CAPABILITIES
+from workers.client import JobHandle, MediaClient
+
+LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it quickly
+POLL = 0.2
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    kinds: tuple[MediaKind, ...]
+    mode: str = "missing"  # or "all"
+    include_degraded: bool = False
+    since: datetime | None = None
+    limit: int | None = None
+
+
+@dataclass
+class Tally:
+    selected: int = 0
+    enqueued: int = 0
+    skipped: int = 0
+    done: int = 0
+    degraded: int = 0
+    failed: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "selected": self.selected,
+            "enqueued": self.enqueued,
+            "skipped": self.skipped,
+            "done": self.done,
+            "degraded": self.degraded,
+            "failed": self.failed,
+        }
+
+    @property
+    def finished(self) -> int:
+        return self.done + self.degraded + self.failed
+
+
+def select(client: MediaClient, selection: Selection, tally: Tally) -> Iterator[CachedFile]:
+    """Media needing work under the current processor versions, from the disk."""
+    cache = client.settings.media_cache()
+    sidecars = Sidecars(client.settings.results_root)
+    since = selection.since.timestamp() if selection.since else None
+    for kind in selection.kinds:
+        capability = JOB_FOR_KIND[kind]
+        for item in cache.iter_stored(kind):
+            if selection.limit is not None and tally.selected >= selection.limit:
+                return
+            if since is not None and item.mtime < since:
+                continue
+            if selection.mode == "missing":
+                envelope = sidecars.read(client.key(capability, item.sha256))
+                if envelope is not None and (
+                    envelope.status is Status.DONE or not selection.include_degraded
+                ):
+                    tally.skipped += 1
+                    continue
+            tally.selected += 1
+            tally.by_kind[kind.value] = tally.by_kind.get(kind.value, 0) + 1
+            yield item
+
+
+class _Lock:
+    def __init__(self, client: MediaClient, kinds: tuple[MediaKind, ...]) -> None:
+        self.redis = client.store.redis
+        self.names = [f"{keys.PREFIX}:reprocess:{kind.value}" for kind in kinds]
+        self.token = secrets.token_hex(8)
+        self._stop = threading.Event()
+
+    def __enter__(self) -> _Lock:
+        taken: list[str] = []
+        for name in self.names:
+            if not self.redis.set(name, self.token, nx=True, ex=LOCK_TTL):
+                for held in taken:
+                    self.redis.delete(held)
+                kind = name.rsplit(":", 1)[1]
+                raise AlreadyRunning(
+                    f"another reprocess run for {kind} is in progress; wait for it or stop it "
+                    f"(its lock expires {LOCK_TTL} s after that run dies)"
+                )
+            taken.append(name)
+        threading.Thread(target=self._renew, daemon=True).start()
+        return self
+
+    def _renew(self) -> None:
+        while not self._stop.wait(LOCK_TTL / 3):
+            for name in self.names:
+                self.redis.set(name, self.token, xx=True, ex=LOCK_TTL)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for name in self.names:
+            if self.redis.get(name) == self.token.encode():
+                self.redis.delete(name)
+
+
+class Progress:
+    def __init__(self, tally: Tally, out: TextIO, interval: float = 5.0) -> None:
+        self.tally = tally
+        self.out = out
+        self.tty = out.isatty()
+        self.interval = 0.2 if self.tty else interval
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def show(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        t = self.tally
+        elapsed = max(now - self.started, 1e-6)
+        rate = t.finished / elapsed
+        left = t.enqueued - t.finished
+        eta = f"{left / rate:.0f}s" if rate > 0 and left > 0 else "-"
+        line = (
+            f"enqueued {t.enqueued}/{t.selected} done {t.done} degraded {t.degraded} "
+            f"failed {t.failed} rate {rate:.1f}/s eta {eta}"
+        )
+        if self.tty:
+            width = 24
+            filled = int(width * t.finished / t.selected) if t.selected else width
+            self.out.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {line}\x1b[K")
+            if force:
+                self.out.write("\n")
+        else:
+            self.out.write(f"reprocess: {line}\n")
+        self.out.flush()
+
+
+def _count(tally: Tally, status: str) -> None:
+    if status == Status.DONE.value:
+        tally.done += 1
+    elif status == Status.DEGRADED.value:
+        tally.degraded += 1
+    else:
+        tally.failed += 1
+
+
+def run(
+    client: MediaClient,
+    selection: Selection,
+    *,
+    high_water: int,
+    dry_run: bool = False,
+    wait: bool = True,
+    out: TextIO = sys.stderr,
+) -> Tally:
+    tally = Tally()
+    if dry_run:
+        for _ in select(client, selection, tally):
+            pass
+        return tally
+    with _Lock(client, selection.kinds):
+        events = client.store.redis.pubsub(ignore_subscribe_messages=True)
+        events.subscribe(keys.EVENTS)
+        pending: dict[ResultKey, JobHandle] = {}
+        progress = Progress(tally, out)
+        try:
+            try:
+                for item in select(client, selection, tally):
+                    capability = JOB_FOR_KIND[item.kind]
+                    queue = CAPABILITIES[capability].queue
+                    while client.store.redis.llen(queue) >= high_water:
+                        _drain(events, pending, tally)
+                        progress.show()
+                        time.sleep(POLL)
+                    handle = client.submit_one(
+                        capability,
+                        item.sha256,
+                        item.path,
+                        params={"force": True} if selection.mode == "all" else None,
+                        force=selection.mode == "all",
+                    )
+                    tally.enqueued += 1
+                    if handle.envelope is not None:
+                        _count(tally, handle.status.value)
+                    else:
+                        pending[handle.key] = handle
+                    _drain(events, pending, tally)
+                    progress.show()
+            except KeyboardInterrupt:
+                out.write(
+                    "\nreprocess: interrupted: no more jobs are enqueued; "
+                    "those already enqueued will still run\n"
+                )
+                raise
+            while wait and pending:
+                _drain(events, pending, tally, timeout=1.0)
+                _recheck(client, pending, tally)
+                progress.show()
+        finally:
+            progress.show(force=True)
+            events.close()
+    return tally
+
+
+def _drain(
+    events: Any, pending: dict[ResultKey, JobHandle], tally: Tally, timeout: float = 0.0
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        message = events.get_message(timeout=max(0.0, deadline - time.monotonic()))
+        if message is None:
+            if time.monotonic() >= deadline:
+                return
+            continue
+        data = json.loads(message["data"])
+        key = ResultKey.parse(f"{data['capability']}:{data['processor_version']}:{data['sha256']}")
+        if pending.pop(key, None) is not None:
+            _count(tally, data["status"])
+
+
+def _recheck(client: MediaClient, pending: dict[ResultKey, JobHandle], tally: Tally) -> None:
+    """Events are fire-and-forget: also look results up, in case one was missed."""
+    found = client.store.get_many(list(pending))
+    for key, envelope in found.items():
+        if envelope.status.finished and pending[key].id == envelope.job_id:
+            pending.pop(key)
+            _count(tally, envelope.status.value)
