@@ -66,7 +66,7 @@ def test_a_new_prompt_selects_everything_again_and_all_forces(
     worker.stop()
 
     prompt = {"MCP_MEDIA_VISION__PROMPT": "Only list the text."}
-    cluster.start_worker("vision", **prompt)
+    cluster.start_worker("vision", MCP_MEDIA_VISION__PROMPT=prompt["MCP_MEDIA_VISION__PROMPT"])
     rerun = cluster.cli_json("reprocess", **prompt)
     assert rerun["selected"] == 3 and rerun["done"] == 3
     assert cluster.fake.request_count == 6

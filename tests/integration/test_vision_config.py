@@ -31,7 +31,11 @@ def test_disabled_vision_enqueues_no_job(cluster: Cluster, tmp_path: Path) -> No
 def test_auxiliary_vision_model_is_the_fallback(cluster: Cluster, tmp_path: Path) -> None:
     image = noisy_png(tmp_path / "a.png", 2)
     out = cluster.cli_json(
-        "describe", str(image), "--inline", MCP_MEDIA_VISION__MODEL="", AUXILIARY_VISION_MODEL="aux-vl"
+        "describe",
+        str(image),
+        "--inline",
+        MCP_MEDIA_VISION__MODEL="",
+        AUXILIARY_VISION_MODEL="aux-vl",
     )
     assert out["status"] == "done"
     assert [r.model for r in cluster.fake.received] == ["aux-vl"]
@@ -47,7 +51,9 @@ def test_a_missing_model_is_a_clear_start_up_error(cluster: Cluster) -> None:
 def test_connection_refused_degrades(cluster: Cluster, tmp_path: Path) -> None:
     image = noisy_png(tmp_path / "a.png", 3)
     out = cluster.cli_json(
-        "describe", str(image), "--inline",
+        "describe",
+        str(image),
+        "--inline",
         MCP_MEDIA_VISION__BASE_URL="http://127.0.0.1:9/v1",
     )
     assert out["status"] == "degraded"
@@ -62,8 +68,9 @@ def test_changing_model_or_prompt_changes_the_version_and_reruns(
     again = cluster.cli_json("describe", image, "--inline")
     assert cluster.fake.request_count == 1  # the sidecar answered the second time
     assert again["result"] == first["result"]
-    new_prompt = cluster.cli_json("describe", image, "--inline",
-                                  MCP_MEDIA_VISION__PROMPT="List the colours only.")
+    new_prompt = cluster.cli_json(
+        "describe", image, "--inline", MCP_MEDIA_VISION__PROMPT="List the colours only."
+    )
     new_model = cluster.cli_json("describe", image, "--inline", MCP_MEDIA_VISION__MODEL="other")
     versions = {r["result"]["processor_version"] for r in (first, new_prompt, new_model)}
     assert len(versions) == 3
@@ -71,19 +78,26 @@ def test_changing_model_or_prompt_changes_the_version_and_reruns(
     assert cluster.fake.received[1].prompt == "List the colours only."
     vision = CAPABILITIES[Capability.VISION_SUMMARIZE]
     assert vision.version(cluster.settings()) == first["result"]["processor_version"]
-    assert vision.version(cluster.settings(MCP_MEDIA_VISION__API_KEY="other-key")) == (
-        first["result"]["processor_version"]
+    assert (
+        vision.version(cluster.settings(MCP_MEDIA_VISION__API_KEY="other-key"))
+        == (first["result"]["processor_version"])
     )
 
 
 def test_the_local_provider_reads_the_text_of_an_image(cluster: Cluster, tmp_path: Path) -> None:
     img = Image.new("RGB", (900, 200), "white")
-    ImageDraw.Draw(img).text((30, 60), "Deploy freeze starts Monday", fill="black",
-                             font=ImageFont.load_default(size=48))
+    ImageDraw.Draw(img).text(
+        (30, 60), "Deploy freeze starts Monday", fill="black", font=ImageFont.load_default(size=48)
+    )
     path = tmp_path / "text.png"
     img.save(path)
-    out = cluster.cli_json("describe", str(path), "--inline", MCP_MEDIA_VISION__PROVIDER="local",
-                           MCP_MEDIA_VISION__BASE_URL="")
+    out = cluster.cli_json(
+        "describe",
+        str(path),
+        "--inline",
+        MCP_MEDIA_VISION__PROVIDER="local",
+        MCP_MEDIA_VISION__BASE_URL="",
+    )
     assert out["status"] == "done"
     summary = out["result"]["output"]["summary"]
     assert "Deploy freeze starts Monday" in summary
@@ -91,9 +105,7 @@ def test_the_local_provider_reads_the_text_of_an_image(cluster: Cluster, tmp_pat
     assert cluster.fake.request_count == 0
 
 
-def test_result_by_id_and_by_sha_and_the_completion_event(
-    cluster: Cluster, tmp_path: Path
-) -> None:
+def test_result_by_id_and_by_sha_and_the_completion_event(cluster: Cluster, tmp_path: Path) -> None:
     cluster.fake.set(reply="Event test.")
     cluster.start_worker("vision")
     listener = redis.Redis.from_url(cluster.broker.url).pubsub()
@@ -126,7 +138,9 @@ def test_result_by_id_and_by_sha_and_the_completion_event(
 def test_failed_blocks_still_exit_zero_and_bad_input_exits_two(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    broken = write_result(tmp_path / "r.json", [{"type": "image", "data": "@@@", "mimeType": "image/png"}])
+    broken = write_result(
+        tmp_path / "r.json", [{"type": "image", "data": "@@@", "mimeType": "image/png"}]
+    )
     out = cluster.cli_json("ingest", str(broken))
     assert out["markers"][0]["reason"] == "bad_base64"
     (tmp_path / "bad.json").write_text("{not json")
