@@ -1,0 +1,227 @@
+"""sherpa-onnx adapters: whisper recognizer, silero VAD, VITS/piper synthesizer.
+
+The only module that imports `sherpa_onnx`. Constructors load models (seconds, hundreds of
+MB); call them once per worker process after fork. Callers validate model folders first
+(`pipelines.speech.stt/tts.validate_model_dir`): sherpa ends the process, without a Python
+exception, when required ONNX metadata is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import sherpa_onnx
+from numpy.typing import NDArray
+
+from pipelines.errors import ConfigError
+
+Samples = NDArray[np.float32]
+
+_METADATA_PROPS = 14  # ModelProto.metadata_props (repeated StringStringEntryProto)
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+
+
+def read_onnx_metadata(path: Path) -> dict[str, str]:
+    """`metadata_props` of an ONNX file, read without loading the graph or the weights.
+
+    The file is one protobuf `ModelProto`; its top-level fields are walked and every field
+    but metadata is skipped with a seek, so a 60 MB model costs a few small reads. (The
+    `onnx` package would be a new dependency; onnxruntime would build a whole session.)
+    """
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            return _walk_model(fh, size, path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read ONNX model {path}: {exc.strerror}") from exc
+
+
+def _walk_model(fh: BinaryIO, size: int, path: Path) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    while fh.tell() < size:
+        key = _varint(fh, path)
+        field, wire = key >> 3, key & 7
+        if wire == _VARINT:
+            _varint(fh, path)
+        elif wire in (_I64, _I32):
+            fh.seek(8 if wire == _I64 else 4, 1)
+        elif wire == _LEN:
+            length = _varint(fh, path)
+            if fh.tell() + length > size:
+                raise ConfigError(f"{path} is truncated or not an ONNX model")
+            if field == _METADATA_PROPS:
+                entry = _entry(fh.read(length), path)
+                meta[entry[0]] = entry[1]
+            else:
+                fh.seek(length, 1)
+        else:
+            raise ConfigError(f"{path} is not an ONNX model (wire type {wire})")
+    if fh.tell() != size:
+        raise ConfigError(f"{path} is truncated or not an ONNX model")
+    return meta
+
+
+def _varint(fh: BinaryIO, path: Path) -> int:
+    value = 0
+    for shift in range(0, 70, 7):
+        byte = fh.read(1)
+        if not byte:
+            raise ConfigError(f"{path} is truncated or not an ONNX model")
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return value
+    raise ConfigError(f"{path} is not an ONNX model (bad varint)")
+
+
+def _entry(data: bytes, path: Path) -> tuple[str, str]:
+    """Decode one StringStringEntryProto (key = field 1, value = field 2)."""
+    fields = {1: "", 2: ""}
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint_at(data, pos)
+        length, pos = _varint_at(data, pos)
+        if key & 7 != _LEN or pos + length > len(data):
+            raise ConfigError(f"{path} has malformed metadata")
+        fields[key >> 3] = data[pos : pos + length].decode("utf-8", "replace")
+        pos += length
+    return fields[1], fields[2]
+
+
+def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while pos < len(data):
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    raise ConfigError("malformed ONNX metadata entry")
+
+
+class SherpaWhisper:
+    """`Transcriber` over `OfflineRecognizer.from_whisper` (16 kHz mono float32 in)."""
+
+    sample_rate = 16_000
+
+    def __init__(
+        self, encoder: Path, decoder: Path, tokens: Path, threads: int = 1, language: str = "en"
+    ) -> None:
+        self._recognizer = sherpa_onnx.OfflineRecognizer.from_whisper(
+            encoder=str(encoder),
+            decoder=str(decoder),
+            tokens=str(tokens),
+            language=language,
+            task="transcribe",
+            num_threads=threads,
+        )
+
+    def transcribe(self, samples: Samples) -> str:
+        stream = self._recognizer.create_stream()
+        stream.accept_waveform(self.sample_rate, samples)
+        self._recognizer.decode_stream(stream)
+        return str(stream.result.text).strip()
+
+
+class SherpaSileroVad:
+    """`SpeechDetector` over sherpa's `VoiceActivityDetector` with a silero model."""
+
+    def __init__(
+        self,
+        model: Path,
+        sample_rate: int = 16_000,
+        threshold: float = 0.5,
+        min_silence_s: float = 0.5,
+        min_speech_s: float = 0.25,
+        max_speech_s: float = 20.0,
+        threads: int = 1,
+    ) -> None:
+        self.sample_rate = sample_rate
+        self._window = 512 if sample_rate == 16_000 else 256  # silero's window sizes
+        config = sherpa_onnx.VadModelConfig(
+            silero_vad=sherpa_onnx.SileroVadModelConfig(
+                model=str(model),
+                threshold=threshold,
+                min_silence_duration=min_silence_s,
+                min_speech_duration=min_speech_s,
+                max_speech_duration=max_speech_s,
+                window_size=self._window,
+            ),
+            sample_rate=sample_rate,
+            num_threads=threads,
+        )
+        # The buffer holds audio not yet handed out: room for the longest segment and more.
+        self._vad = sherpa_onnx.VoiceActivityDetector(
+            config, buffer_size_in_seconds=max(60.0, 3 * max_speech_s)
+        )
+
+    def accept(self, samples: Samples) -> None:
+        # Fed more than a window at a time, sherpa's detector misses regions and skips its
+        # max_speech_duration cut (measured with 2.0.1): hand it one window per call.
+        step = self._window
+        for start in range(0, len(samples), step):
+            self._vad.accept_waveform(samples[start : start + step])
+
+    def flush(self) -> None:
+        self._vad.flush()
+
+    def reset(self) -> None:
+        self._vad.reset()
+
+    def pop(self) -> list[tuple[int, Samples]]:
+        """Finished speech segments as (start sample, samples)."""
+        out: list[tuple[int, Samples]] = []
+        while not self._vad.empty():
+            segment = self._vad.front
+            out.append((int(segment.start), np.asarray(segment.samples, dtype=np.float32)))
+            self._vad.pop()
+        return out
+
+
+class SherpaVits:
+    """`Synthesizer` over `OfflineTts` for a piper/VITS voice, phonemes supplied by caller.
+
+    sherpa-onnx >= 2.0 has no espeak inside: without `phoneme_codepoints` it returns zero
+    samples. Noise scales are fixed at load (0 and 0 make output bit-identical).
+    """
+
+    def __init__(
+        self,
+        model: Path,
+        tokens: Path,
+        threads: int = 1,
+        noise_scale: float = 0.667,
+        noise_scale_w: float = 0.8,
+        length_scale: float = 1.0,
+    ) -> None:
+        vits = sherpa_onnx.OfflineTtsVitsModelConfig(
+            model=str(model),
+            tokens=str(tokens),
+            noise_scale=noise_scale,
+            noise_scale_w=noise_scale_w,
+            length_scale=length_scale,
+        )
+        config = sherpa_onnx.OfflineTtsConfig(
+            model=sherpa_onnx.OfflineTtsModelConfig(vits=vits, num_threads=threads),
+            max_num_sentences=1,
+        )
+        self._tts = sherpa_onnx.OfflineTts(config)
+        self.sample_rate = int(self._tts.sample_rate)
+
+    def synthesize(
+        self, phonemes: Sequence[str], speaker_id: int = 0, speed: float = 1.0
+    ) -> Samples:
+        """Audio for one sentence given as phoneme strings (one per espeak clause)."""
+        gen = sherpa_onnx.GenerationConfig()
+        gen.sid = speaker_id
+        gen.speed = speed
+        codepoints = [[ord(ch) for ch in part] for part in phonemes if part]
+        if not codepoints:
+            return np.zeros(0, dtype=np.float32)
+        gen.phoneme_codepoints = codepoints
+        audio = self._tts.generate("", gen)
+        return np.asarray(audio.samples, dtype=np.float32)

@@ -1,0 +1,292 @@
+"""Speech to text: audio file -> `Transcript` with timed segments, and its text formats.
+
+Audio is decoded once, straight to the recognizer's rate (16 kHz for whisper). Up to
+`single_pass_s` it is recognised in one pass; longer audio streams through voice activity
+detection and each speech chunk (<= `max_segment_s`, whisper takes 30 s at most) is
+recognised in turn, with a `checkpoint` call between chunks where a time limit can fire.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pipelines.errors import ConfigError
+from pipelines.speech.audio import AudioSource, DecodeLimits, iter_audio
+from pipelines.speech.vad import (
+    SpeechChunk,
+    SpeechDetector,
+    VadConfig,
+    load_detector,
+    speech_chunks,
+    window_chunks,
+)
+
+Samples = NDArray[np.float32]
+
+WHISPER_MAX_S = 30.0
+WHISPER_RATE = 16_000
+# Encoder metadata sherpa-onnx reads without a default: missing ones end the process.
+_WHISPER_KEYS = (
+    *("n_mels", "n_text_layer", "n_text_ctx", "n_text_state", "n_vocab", "sot", "eot"),
+    *("blank_id", "translate", "transcribe", "is_multilingual", "no_timestamps", "no_speech"),
+)
+
+
+class Transcriber(Protocol):
+    """A loaded recognizer: mono float32 at `sample_rate` in, text out (<= 30 s a call)."""
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    def transcribe(self, samples: Samples) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SttConfig:
+    model_dir: Path
+    vad_model: Path | None = None  # silero_vad.onnx or its folder; None: cut at quiet points
+    threads: int = 1
+    language: str = "en"
+    max_seconds: float = 7200.0
+    max_bytes: int = 512 * 1024 * 1024
+    decode_wall_s: float = 600.0
+    single_pass_s: float = 25.0
+    max_segment_s: float = 28.0
+
+    @property
+    def limits(self) -> DecodeLimits:
+        return DecodeLimits(self.max_bytes, self.max_seconds, self.decode_wall_s)
+
+
+@dataclass(frozen=True, slots=True)
+class WhisperFiles:
+    encoder: Path
+    decoder: Path
+    tokens: Path
+    multilingual: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    text: str
+    segments: tuple[Segment, ...]
+    language: str
+    duration_s: float
+    processing_s: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "text": self.text,
+            "language": self.language,
+            "duration_s": round(self.duration_s, 3),
+            "processing_s": round(self.processing_s, 3),
+            "segments": [
+                {"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text}
+                for s in self.segments
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Passed to the checkpoint after each chunk; raise from it to stop early."""
+
+    done_s: float
+    segments: int
+    elapsed_s: float
+
+
+Checkpoint = Callable[[Progress], None]
+
+
+def _pick(model_dir: Path, *names: str) -> Path:
+    for name in names:
+        if (model_dir / name).is_file():
+            return model_dir / name
+    raise ConfigError(f"whisper model folder {model_dir} has no {' or '.join(names)}")
+
+
+def validate_model_dir(model_dir: Path, language: str = "en") -> WhisperFiles:
+    """Check a whisper folder the way sherpa-onnx will read it, without loading it."""
+    from pipelines.engines.sherpa import read_onnx_metadata
+
+    if not model_dir.is_dir():
+        raise ConfigError(f"whisper model folder not found: {model_dir}")
+    encoder = _pick(model_dir, "encoder.int8.onnx", "encoder.onnx")
+    decoder = _pick(model_dir, "decoder.int8.onnx", "decoder.onnx")
+    tokens = _pick(model_dir, "tokens.txt")
+    meta = read_onnx_metadata(encoder)
+    missing = [key for key in [*_WHISPER_KEYS, "sot_sequence"] if key not in meta]
+    if missing:
+        raise ConfigError(
+            f"{encoder} lacks whisper metadata {', '.join(missing)}: sherpa-onnx would abort"
+            " the process loading it; re-export the model"
+        )
+    bad = [key for key in _WHISPER_KEYS if not meta[key].lstrip("-").isdigit()]
+    if bad or not all(p.strip().isdigit() for p in meta["sot_sequence"].split(",")):
+        raise ConfigError(f"{encoder} has malformed whisper metadata: {bad or 'sot_sequence'}")
+    multilingual = meta["is_multilingual"] != "0"
+    if multilingual and not {"all_language_tokens", "all_language_codes"} <= meta.keys():
+        raise ConfigError(f"{encoder} is multilingual but lacks its language tables")
+    if not multilingual and language not in ("en", ""):
+        raise ConfigError(f"{model_dir.name} is English-only; language {language!r} is not")
+    read_onnx_metadata(decoder)  # at least a readable ONNX file
+    if tokens.stat().st_size == 0:
+        raise ConfigError(f"{tokens} is empty")
+    return WhisperFiles(encoder, decoder, tokens, multilingual)
+
+
+def load_transcriber(config: SttConfig) -> Transcriber:
+    """Validate then load (about 0.5 s and 400 MB for tiny.en int8). Once per process."""
+    from pipelines.engines.sherpa import SherpaWhisper
+
+    files = validate_model_dir(config.model_dir, config.language)
+    return SherpaWhisper(
+        files.encoder, files.decoder, files.tokens, config.threads, config.language or "en"
+    )
+
+
+def load_vad(config: SttConfig) -> SpeechDetector | None:
+    """The detector for long audio (stateful: one per process, like the recognizer)."""
+    if config.vad_model is None:
+        return None
+    return load_detector(VadConfig(config.vad_model), WHISPER_RATE)
+
+
+@dataclass(slots=True)
+class _Counter:
+    samples: int = 0
+
+    def count(self, audio: Iterator[Samples]) -> Iterator[Samples]:
+        for block in audio:
+            self.samples += len(block)
+            yield block
+
+
+def transcribe(
+    source: AudioSource,
+    transcriber: Transcriber,
+    config: SttConfig,
+    detector: SpeechDetector | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> Transcript:
+    """Decode `source` and recognise it; see the module docstring for the strategy."""
+    started = time.perf_counter()
+    rate = transcriber.sample_rate
+    if detector is not None and detector.sample_rate != rate:
+        raise ConfigError(f"VAD runs at {detector.sample_rate} Hz, the recognizer at {rate} Hz")
+    counter = _Counter()
+    audio = counter.count(iter_audio(source, rate, config.limits))
+    single_pass = int(min(config.single_pass_s, config.max_segment_s) * rate)
+    head: list[Samples] = []
+    for block in audio:
+        head.append(block)
+        if counter.samples > single_pass:
+            break
+    if counter.samples <= single_pass:
+        chunks: Iterator[SpeechChunk] = iter([SpeechChunk(0.0, np.concatenate(head), rate)])
+    elif detector is not None:
+        chunks = speech_chunks(itertools.chain(head, audio), detector, config.max_segment_s)
+    else:
+        chunks = window_chunks(itertools.chain(head, audio), rate, config.max_segment_s)
+    del head
+    segments: list[Segment] = []
+    for chunk in chunks:
+        text = _clean(transcriber.transcribe(chunk.samples))
+        if text:
+            segments.append(Segment(round(chunk.start_s, 3), round(chunk.end_s, 3), text))
+        if checkpoint is not None:
+            checkpoint(Progress(chunk.end_s, len(segments), time.perf_counter() - started))
+    return Transcript(
+        text=" ".join(s.text for s in segments),
+        segments=tuple(segments),
+        language=config.language or "en",
+        duration_s=counter.samples / rate,
+        processing_s=time.perf_counter() - started,
+    )
+
+
+# Whisper describes sounds when nobody speaks: "(wind blowing)", "[BLANK_AUDIO]", "(Bell)".
+_SOUND_ONLY = re.compile(r"^(?:\s*[(\[*♪][^)\]*♪]*[)\]*♪])+\s*$")
+
+
+def _clean(text: str) -> str:
+    text = " ".join(text.split())
+    return "" if _SOUND_ONLY.match(text) else text
+
+
+class TranscriptFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    SRT = "srt"
+    VTT = "vtt"
+
+
+def format_transcript(transcript: Transcript, fmt: TranscriptFormat | str) -> str:
+    match TranscriptFormat(fmt):
+        case TranscriptFormat.TEXT:
+            return to_text(transcript)
+        case TranscriptFormat.JSON:
+            return to_json(transcript)
+        case TranscriptFormat.SRT:
+            return to_srt(transcript)
+        case TranscriptFormat.VTT:
+            return to_vtt(transcript)
+
+
+def to_text(transcript: Transcript) -> str:
+    return transcript.text + "\n" if transcript.text else ""
+
+
+def to_json(transcript: Transcript) -> str:
+    return json.dumps(transcript.to_dict(), ensure_ascii=False, indent=2) + "\n"
+
+
+def _timestamp(seconds: float, sep: str) -> str:
+    millis = max(0, round(seconds * 1000))
+    hours, rest = divmod(millis, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs, millis = divmod(rest, 1000)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}{sep}{millis:03d}"
+
+
+def _cue_text(text: str) -> str:
+    # Long chunks make long cues: wrap for readability; "-->" would end a cue line early.
+    return "\n".join(textwrap.wrap(text.replace("-->", "->"), width=42)) or text
+
+
+def to_srt(transcript: Transcript) -> str:
+    cues = [
+        f"{i}\n{_timestamp(s.start, ',')} --> {_timestamp(s.end, ',')}\n{_cue_text(s.text)}\n"
+        for i, s in enumerate(transcript.segments, start=1)
+    ]
+    return "\n".join(cues)
+
+
+def to_vtt(transcript: Transcript) -> str:
+    cues = [
+        f"{_timestamp(s.start, '.')} --> {_timestamp(s.end, '.')}\n"
+        + _cue_text(s.text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        + "\n"
+        for s in transcript.segments
+    ]
+    return "\n".join(["WEBVTT\n", *cues])

@@ -1,0 +1,487 @@
+"""Text normalisation for speech: what an agent writes -> words a phonemizer reads well.
+
+Markdown and emoji go, URLs and e-mail addresses become readable, numbers, money, dates and
+times become words. Slash dates are read the US way (12/02/2026 is December second) unless
+the first part cannot be a month (25/12/2026 is December twenty-fifth). American English
+throughout ("one hundred one", no "and").
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+
+from pipelines.errors import PermanentError
+
+DEFAULT_MAX_CHARS = 20_000
+DEFAULT_SENTENCE_CHARS = 300
+
+
+class TextError(PermanentError):
+    """The text cannot be spoken as given."""
+
+
+class TextTooLongError(TextError):
+    pass
+
+
+class EmptyTextError(TextError):
+    pass
+
+
+def _words(spec: str) -> list[str]:
+    return spec.split()
+
+
+def _table(spec: str) -> dict[str, str]:
+    return dict(pair.split("=", 1) for pair in spec.split(";"))
+
+
+_ONES = _words(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+    " fifteen sixteen seventeen eighteen nineteen"
+)
+_TENS = _words("_ _ twenty thirty forty fifty sixty seventy eighty ninety")
+_SCALES = ("", " thousand", " million", " billion", " trillion", " quadrillion")
+_ORDINALS = _table(
+    "one=first;two=second;three=third;five=fifth;eight=eighth;nine=ninth;twelve=twelfth"
+)
+MONTHS = _words(
+    "January February March April May June July August September October November December"
+)
+
+
+def digits_to_words(digits: str) -> str:
+    return " ".join(_ONES[int(d)] for d in digits if d.isdigit())
+
+
+def number_to_words(n: int) -> str:
+    """Cardinal number in words; beyond the quadrillions it is read digit by digit."""
+    if n < 0:
+        return "minus " + number_to_words(-n)
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        tens, ones = divmod(n, 10)
+        return _TENS[tens] + (f"-{_ONES[ones]}" if ones else "")
+    if n < 1000:
+        hundreds, rest = divmod(n, 100)
+        return f"{_ONES[hundreds]} hundred" + (f" {number_to_words(rest)}" if rest else "")
+    if n >= 1000 ** len(_SCALES):
+        return digits_to_words(str(n))
+    parts: list[str] = []
+    for scale in _SCALES:
+        n, chunk = divmod(n, 1000)
+        if chunk:
+            parts.append(number_to_words(chunk) + scale)
+        if not n:
+            break
+    return " ".join(reversed(parts))
+
+
+def ordinal_to_words(n: int) -> str:
+    words = number_to_words(n)
+    cut = max(words.rfind(" "), words.rfind("-")) + 1
+    head, last = words[:cut], words[cut:]
+    if last in _ORDINALS:
+        return head + _ORDINALS[last]
+    if last.endswith("y"):
+        return head + last[:-1] + "ieth"
+    return head + last + "th"
+
+
+def year_to_words(year: int) -> str:
+    """1999 -> nineteen ninety-nine, 2005 -> two thousand five, 1905 -> nineteen oh five."""
+    if not 1000 <= year <= 9999 or 2000 <= year <= 2009:
+        return number_to_words(year)
+    high, low = divmod(year, 100)
+    if low == 0:
+        return f"{number_to_words(high)} hundred"
+    if low < 10:
+        return f"{number_to_words(high)} oh {_ONES[low]}"
+    return f"{number_to_words(high)} {number_to_words(low)}"
+
+
+def decimal_to_words(text: str) -> str:
+    """'1,234.50' -> one thousand two hundred thirty-four point five zero."""
+    whole, _, frac = text.replace(",", "").partition(".")
+    words = _integer_words(whole) if whole else "zero"
+    return f"{words} point {digits_to_words(frac)}" if frac else words
+
+
+def _integer_words(digits: str) -> str:
+    if len(digits) > 1 and digits.startswith("0"):
+        return digits_to_words(digits)  # 007, zip codes: say each digit
+    return number_to_words(int(digits))
+
+
+# Markdown, HTML, emoji ---------------------------------------------------------------------
+
+_MD_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.M), r)
+    for p, r in (
+        (r"^\s*(```|~~~)[^\n]*$", ""),  # code fence lines; their content stays
+        (r"<!--.*?-->", ""),
+        (r"</?[A-Za-z][^<>\n]*>", " "),  # html tags
+        (r"!\[([^\]]*)\]\([^)]*\)", r"\1"),  # images -> alt text
+        (r"\[([^\]]+)\]\([^)]*\)", r"\1"),  # links -> their text
+        (r"\[([^\]]+)\]\[[^\]]*\]", r"\1"),  # reference links
+        (r"^\s*\[[^\]]+\]:\s*\S+.*$", ""),  # link definitions
+        (r"^\s{0,3}(?:[-*_]\s*){3,}$", ""),  # horizontal rules
+        (r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$", ""),  # table rule rows
+        (r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$", r"\1\n"),  # headings
+        (r"^\s{0,3}>\s?", ""),  # block quotes
+        (r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?", "\n"),  # list markers
+        (r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1", r"\2"),  # bold
+        (r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])", r"\1"),  # *italic*
+        (r"(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)", r"\1"),  # _italic_
+        (r"~~(.+?)~~", r"\1"),
+        (r"`([^`\n]*)`", r"\1"),  # inline code
+        (r"[ \t]*\|[ \t]*", ", "),  # table cells
+    )
+)
+_EMOJI_KEEP = {"©": " copyright ", "®": " registered ", "™": " trademark ", "°": "°"}
+
+
+def strip_markdown(text: str) -> str:
+    for pattern, repl in _MD_RULES:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def strip_emoji(text: str) -> str:
+    out: list[str] = []
+    for ch in text:
+        if ch in _EMOJI_KEEP:
+            out.append(_EMOJI_KEEP[ch])
+            continue
+        cat = unicodedata.category(ch)
+        code = ord(ch)
+        if cat in ("So", "Cs", "Co", "Cn") or 0x1F3FB <= code <= 0x1F3FF:
+            continue
+        if code in (0x200D, 0x20E3) or 0xFE00 <= code <= 0xFE0F or 0xE0020 <= code <= 0xE007F:
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+# URLs and e-mail ---------------------------------------------------------------------------
+
+_EMAIL = re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")
+_URL = re.compile(r"\b(?:(?:https?|ftp)://|www\.)[^\s<>\"'()\[\]]*[^\s<>\"'()\[\].,;:!?]")
+_DOMAIN = re.compile(
+    r"\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|org|net|io|dev|ai|app|edu|gov|co|uk|de|fr)\b"
+    r"(?:/[^\s<>\"'()\[\]]*[^\s<>\"'()\[\].,;:!?])?",
+    re.IGNORECASE,
+)
+_URL_SYMBOLS = {".": " dot ", "/": " slash ", "@": " at ", "-": " dash ", "_": " underscore "}
+_URL_SYMBOLS |= {":": " colon ", "?": " question mark ", "=": " equals ", "&": " and "}
+_URL_SYMBOLS |= {"#": " hash ", "+": " plus ", "%": " percent ", "~": " tilde "}
+
+
+def _spell_address(text: str) -> str:
+    out = "".join(_URL_SYMBOLS.get(ch, ch) for ch in text)
+    # digits inside addresses are read one by one, like a phone number
+    out = re.sub(r"\d+", lambda m: f" {digits_to_words(m.group())} ", out)
+    return " ".join(out.split())
+
+
+def _url(match: re.Match[str]) -> str:
+    url = re.sub(r"^(?:https?|ftp)://", "", match.group())
+    url = re.sub(r"^www\.", "", url).rstrip("/")
+    return _spell_address(url)
+
+
+# Numbers in context ------------------------------------------------------------------------
+
+_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_MONTH_RE = "|".join(MONTHS)
+# symbol: one, many, one hundredth, many hundredths
+_CURRENCIES = {
+    symbol: tuple(names.split(","))
+    for symbol, names in _table(
+        "$=dollar,dollars,cent,cents;€=euro,euros,cent,cents;£=pound,pounds,penny,pence;"
+        "¥=yen,yen,,;₹=rupee,rupees,paisa,paise"
+    ).items()
+}
+_CODES = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥", "INR": "₹"}
+_MAGNITUDES = {"k": "thousand", "m": "million", "bn": "billion", "b": "billion", "t": "trillion"}
+_MAGNITUDES |= {w: w for w in ("thousand", "million", "billion", "trillion")}
+_UNITS = _table(
+    "km/h=kilometers per hour;mph=miles per hour;km=kilometers;kg=kilograms;"
+    "cm=centimeters;mm=millimeters;mg=milligrams;ml=milliliters;lbs=pounds;"
+    "ms=milliseconds;GB=gigabytes;MB=megabytes;KB=kilobytes;TB=terabytes;GHz=gigahertz;"
+    "MHz=megahertz;kHz=kilohertz;Hz=hertz;°C=degrees Celsius;°F=degrees Fahrenheit;°=degrees"
+)
+
+
+def _money(match: re.Match[str]) -> str:
+    sign, symbol, amount, magnitude = match.group("sign", "sym", "amt", "mag")
+    one, many, cent, cents = _CURRENCIES[_CODES.get(symbol, symbol)]
+    minus = "minus " if sign else ""
+    if magnitude:
+        return f"{minus}{decimal_to_words(amount)} {_MAGNITUDES[magnitude.lower()]} {many}"
+    whole, _, frac = amount.replace(",", "").partition(".")
+    units = int(whole or "0")
+    words = f"{number_to_words(units)} {one if units == 1 else many}"
+    if frac and len(frac) == 2 and cent:
+        sub = int(frac)
+        if sub:
+            sub_words = f"{number_to_words(sub)} {cent if sub == 1 else cents}"
+            words = f"{words} and {sub_words}" if units else sub_words
+    elif frac:
+        words = f"{decimal_to_words(amount)} {many}"
+    return minus + words
+
+
+def _date(month: int, day: int, year: str | None) -> str:
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        raise ValueError("not a date")
+    said = f"{MONTHS[month - 1]} {ordinal_to_words(day)}"
+    return f"{said}, {year_to_words(int(year))}" if year else said
+
+
+def _iso_date(m: re.Match[str]) -> str:
+    try:
+        return _date(int(m.group(2)), int(m.group(3)), m.group(1))
+    except ValueError:
+        return m.group()
+
+
+def _slash_date(m: re.Match[str]) -> str:
+    first, second, year = int(m.group(1)), int(m.group(2)), m.group(3)
+    if len(year) == 2:
+        year = f"20{year}"
+    month, day = (second, first) if first > 12 else (first, second)
+    try:
+        return _date(month, day, year)
+    except ValueError:
+        return m.group()
+
+
+def _clock(m: re.Match[str]) -> str:
+    hour, minute, second, ampm, dot = m.group("h", "m", "s", "ampm", "dot")
+    h = int(hour)
+    words = number_to_words(h)
+    if minute:
+        mins = int(minute)
+        if mins == 0:
+            words += "" if ampm else " hundred" if h > 12 or hour.startswith("0") else " o'clock"
+        elif mins < 10:
+            words += f" oh {_ONES[mins]}"
+        else:
+            words += f" {number_to_words(mins)}"
+    if second and int(second):
+        words += f" and {number_to_words(int(second))} seconds"
+    if ampm:
+        words += " " + " ".join(ch.upper() for ch in ampm if ch.isalpha())
+    return words + ("." if dot else "")
+
+
+def _plural(words: str) -> str:
+    return words[:-1] + "ies" if words.endswith("y") else words + "s"
+
+
+def _fraction(m: re.Match[str]) -> str:
+    top, bottom = int(m.group(1)), int(m.group(2))
+    if bottom == 2:
+        name = "half" if top == 1 else "halves"
+    elif bottom == 4:
+        name = "quarter" if top == 1 else "quarters"
+    else:
+        name = ordinal_to_words(bottom) + ("" if top == 1 else "s")
+    return f"{number_to_words(top)} {name}"
+
+
+def _number(m: re.Match[str]) -> str:
+    return number_text(m.group())
+
+
+def number_text(text: str) -> str:
+    """'1,234' / '3.14' / '007' in words."""
+    if "." in text:
+        return decimal_to_words(text)
+    return _integer_words(text.replace(",", ""))
+
+
+_Rule = tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]
+
+
+def _rules(*pairs: tuple[str, str | Callable[[re.Match[str]], str]], flags: int = 0) -> list[_Rule]:
+    return [(re.compile(p, flags), r) for p, r in pairs]
+
+
+# Expanded wherever they appear with their dot.
+_ABBR = _table(
+    "Mr=Mister;Mrs=Missus;Ms=Miz;Prof=Professor;Jr=Junior;Sr=Senior;approx=approximately;"
+    "Inc=Incorporated.;Ltd=Limited.;Ave=Avenue;Dept=Department;etc=et cetera.;vs=versus"
+)
+_ABBREVIATIONS = _rules(
+    (rf"\b({'|'.join(_ABBR)})\.", lambda m: _ABBR[m.group(1)]),
+    (r"\bvs\b", "versus"),
+    (r"\bDr\.(?=\s+[A-Z])", "Doctor"),
+    (r"\bSt\.(?=\s+[A-Z])", "Saint"),
+    (r"\bMt\.(?=\s+[A-Z])", "Mount"),
+    (r"\bNo\.(?=\s*\d)", "number"),
+    (r"\be\.g\.,?", "for example,"),
+    (r"\bi\.e\.,?", "that is,"),
+    (r"\bU\.S\.A?\.?", "U S"),
+    (r"\b(Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.(?=\s+\d)", r"\1"),
+)
+_MONTH_ABBR = {m[:3]: m for m in MONTHS} | {"Sept": "September"}
+
+_NUMERIC = _rules(
+    (r"\b(\d{4})-(\d{2})-(\d{2})\b", _iso_date),
+    (r"\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b", _slash_date),
+    (
+        rf"\b({_MONTH_RE}|{'|'.join(_MONTH_ABBR)})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(,?\s+(\d{{4}}))?",
+        lambda m: (
+            f"{_MONTH_ABBR.get(m.group(1), m.group(1))} {ordinal_to_words(int(m.group(2)))}"
+            + (f", {year_to_words(int(m.group(4)))}" if m.group(4) else "")
+        ),
+    ),
+    (
+        rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_RE})\b(,?\s+(\d{{4}}))?",
+        lambda m: (
+            f"the {ordinal_to_words(int(m.group(1)))} of {m.group(2)}"
+            + (f", {year_to_words(int(m.group(4)))}" if m.group(4) else "")
+        ),
+    ),
+    (
+        r"\b(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?::(?P<s>[0-5]\d))?"
+        r"(?:\s*(?P<ampm>[aApP]\.?[mM])(?P<dot>\.)?(?!\w))?",
+        _clock,
+    ),
+    (
+        r"\b(?P<h>1[0-2]|0?[1-9])(?P<m>)(?P<s>)\s*(?P<ampm>[aApP]\.?[mM])(?P<dot>\.)?(?!\w)",
+        _clock,
+    ),
+    (
+        rf"(?P<sign>[-−])?(?P<sym>[$€£¥₹])\s?(?P<amt>{_NUM})(?:\s?(?P<mag>[kKmMbBtT]|bn|thousand|million|billion|trillion)\b)?",
+        _money,
+    ),
+    (
+        rf"(?P<sign>[-−])?\b(?P<sym>USD|EUR|GBP|JPY|INR)\s?(?P<amt>{_NUM})(?P<mag>)",
+        _money,
+    ),
+    (rf"(?P<sign>)(?P<amt>{_NUM})\s?(?P<sym>[€£]|EUR|GBP|USD)(?!\w)(?P<mag>)", _money),
+    (rf"({_NUM})\s?%", lambda m: f"{number_text(m.group(1))} percent"),
+    (
+        r"\b(\d+(?:\.\d+)?)(k|K|M|B|bn)\b",
+        lambda m: f"{number_text(m.group(1))} {_MAGNITUDES[m.group(2).lower()]}",
+    ),
+    (r"\b(\d+)(?:st|nd|rd|th)\b", lambda m: ordinal_to_words(int(m.group(1)))),
+    (r"\b(1\d|20)(\d0)s\b", lambda m: _plural(year_to_words(int(m.group(1) + m.group(2))))),
+    (r"'(\d)0s\b", lambda m: _TENS[int(m.group(1))][:-1] + "ies"),
+    (
+        r"(?<=\d)\s?(" + "|".join(re.escape(u) for u in _UNITS) + r")(?![\w°])",
+        lambda m: " " + _UNITS[m.group(1)],
+    ),
+    (r"\b(\d{1,2})/(2|3|4|5|6|8|10|16)\b", _fraction),
+    (r"\b24/7\b", "twenty-four seven"),
+    (r"\b\d+(?:\.\d+){2,}\b", lambda m: " point ".join(map(_integer_words, m.group().split(".")))),
+    (r"(?<=\d)\s*[-–]\s*(?=\d)", " to "),
+    (r"(?<=\d)\s*[×*]\s*(?=\d)", " times "),
+    (r"(?<=\d)\s*x\s*(?=\d)", " by "),
+    (r"(?<=\d)\s*/\s*(?=\d)", " over "),
+    (r"(?<![\w.])[-−](?=\d)", "minus "),
+    (r"#(?=\d)", "number "),
+    (
+        r"\b(in|since|by|until|from|of|year|before|after|during|circa|around)\s+(1[1-9]\d\d|20\d\d)\b",
+        lambda m: f"{m.group(1)} {year_to_words(int(m.group(2)))}",
+    ),
+    (_NUM, _number),
+)
+
+_SYMBOLS = _rules(
+    (r"\b([CcFf])\+\+", r"\1 plus plus"),
+    (r"\s*&\s*", " and "),
+    (r"\s+\+\s+|(?<=\w)\+(?=\w)", " plus "),
+    (r"\s*=\s*", " equals "),
+    (r"\s*≈\s*", " approximately "),
+    (r"\s*[<≤]\s*(?=\w)", " less than "),
+    (r"\s*[>≥]\s*(?=\w)", " greater than "),
+    (r"\s*±\s*", " plus or minus "),
+    (r"\s*→\s*", " to "),
+    (r"\s@\s?|(?<=\w)@(?=\w)", " at "),
+    (r"(?<!\w)#(?=\w)", "hashtag "),
+    (r"(?<=\w)/(?=\w)", " "),
+    (r"\s*[—–]\s*", ", "),
+    (r"…", "..."),
+    (r"[\"“”«»*_~^`|\\]+", " "),
+    (r"[‘’]", "'"),
+    (r"[{}\[\]<>#@=+$€£¥₹]+", " "),
+)
+
+
+def _apply(rules: list[_Rule], text: str) -> str:
+    for pattern, repl in rules:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def check_length(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> None:
+    if len(text) > max_chars:
+        raise TextTooLongError(
+            f"text is {len(text)} characters long, over the {max_chars} character limit"
+        )
+
+
+def normalize(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> str:
+    """Speakable text; raises `TextTooLongError` past `max_chars` (counted before expansion)."""
+    check_length(text, max_chars)
+    text = strip_emoji(text.replace("\r\n", "\n"))
+    text = unicodedata.normalize("NFKC", text).replace("⁄", "/")
+    text = strip_markdown(text)
+    text = _EMAIL.sub(lambda m: _spell_address(m.group()), text)
+    text = _URL.sub(_url, text)
+    text = _DOMAIN.sub(lambda m: _spell_address(m.group()), text)
+    text = _apply(_ABBREVIATIONS, text)
+    text = _apply(_NUMERIC, text)
+    text = _apply(_SYMBOLS, text)
+    text = re.sub(r"[ \t]+", " ", text)
+    text = re.sub(r" +([,.;:!?])", r"\1", text)
+    text = re.sub(r"([,;:])\1+|,(?=[.!?])", r"\1", text)
+    text = re.sub(r"\n\s*\n+", "\n\n", text)
+    return "\n".join(line.strip(" ,;:") for line in text.split("\n")).strip()
+
+
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
+
+
+def split_sentences(text: str, max_chars: int = DEFAULT_SENTENCE_CHARS) -> list[str]:
+    """Sentences (and lines) of normalised text; overlong ones are cut at , ; : or spaces."""
+    out: list[str] = []
+    for piece in _SENTENCE_END.split(text):
+        piece = piece.strip()
+        if not any(ch.isalnum() for ch in piece):
+            continue
+        out.extend(_cut(piece, max_chars))
+    return out
+
+
+def _cut(sentence: str, max_chars: int) -> list[str]:
+    parts: list[str] = []
+    while len(sentence) > max_chars:
+        window = sentence[:max_chars]
+        cut = max(window.rfind(", "), window.rfind("; "), window.rfind(": "))
+        if cut < max_chars // 3:
+            cut = window.rfind(" ")
+        if cut <= 0:
+            cut = max_chars - 1
+        parts.append(sentence[: cut + 1].strip())
+        sentence = sentence[cut + 1 :].strip()
+    if sentence:
+        parts.append(sentence)
+    return parts
+
+
+def prepare(
+    text: str, max_chars: int = DEFAULT_MAX_CHARS, sentence_chars: int = DEFAULT_SENTENCE_CHARS
+) -> list[str]:
+    """Normalise and split; raises `EmptyTextError` when nothing speakable is left."""
+    sentences = split_sentences(normalize(text, max_chars), sentence_chars)
+    if not sentences:
+        raise EmptyTextError("text has nothing to speak after removing markup and symbols")
+    return sentences

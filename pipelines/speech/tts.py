@@ -1,0 +1,244 @@
+"""Text to speech: text -> normalised sentences -> phonemes -> a piper (VITS) voice.
+
+Sentences are synthesised one at a time, so `TextToSpeech.stream` hands out the first
+sentence's audio while the rest is still to come, and memory follows one sentence. Audio
+that comes out empty or silent is an error, never a result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pipelines.errors import ConfigError, PermanentError
+from pipelines.speech.audio import OggOpusWriter, WavWriter
+from pipelines.speech.text import DEFAULT_MAX_CHARS, DEFAULT_SENTENCE_CHARS, prepare
+
+Samples = NDArray[np.float32]
+
+# VITS metadata sherpa-onnx reads without a default: a missing one ends the process.
+_VITS_KEYS = ("sample_rate", "n_speakers", "language", "comment")
+_SILENT_PEAK = 0.02  # speech from these voices peaks near 0.5; unknown phonemes near 0.01
+
+
+class Phonemizer(Protocol):
+    def phonemize(self, text: str) -> list[str]:
+        """One phoneme string per clause of `text`."""
+        ...
+
+
+class Synthesizer(Protocol):
+    @property
+    def sample_rate(self) -> int: ...
+
+    def synthesize(
+        self, phonemes: Sequence[str], speaker_id: int = 0, speed: float = 1.0
+    ) -> Samples: ...
+
+
+class SynthesisError(PermanentError):
+    """The voice produced no usable audio for a sentence."""
+
+
+@dataclass(frozen=True, slots=True)
+class TtsConfig:
+    model_dir: Path
+    threads: int = 1
+    voice: str = ""  # espeak voice; "" takes the model's own (metadata or .onnx.json)
+    speaker_id: int = 0
+    speed: float = 1.0
+    noise_scale: float = 0.667  # 0 and 0: deterministic, bit-identical output
+    noise_scale_w: float = 0.8
+    max_chars: int = DEFAULT_MAX_CHARS
+    sentence_chars: int = DEFAULT_SENTENCE_CHARS
+    sentence_pause_s: float = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class VitsFiles:
+    model: Path
+    tokens: Path
+    sample_rate: int
+    n_speakers: int
+    voice: str
+
+
+@dataclass(frozen=True, slots=True)
+class Speech:
+    """Synthesised audio: in memory (`samples`) or written to `path`."""
+
+    sample_rate: int
+    duration_s: float
+    samples: Samples | None = None
+    path: Path | None = None
+    sentences: int = 0
+    processing_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SpokenSentence:
+    index: int
+    text: str
+    samples: Samples  # includes the pause before it, except for the first sentence
+    sample_rate: int
+
+
+def _int_meta(meta: dict[str, str], key: str, model: Path) -> int:
+    try:
+        return int(meta[key])
+    except ValueError:
+        raise ConfigError(f"{model} metadata {key}={meta[key]!r} is not an integer") from None
+
+
+def validate_model_dir(model_dir: Path, voice: str = "", speaker_id: int = 0) -> VitsFiles:
+    """Refuse, with a reason, a voice folder sherpa-onnx would crash on or misuse."""
+    from pipelines.engines.sherpa import read_onnx_metadata
+
+    model, tokens = model_dir / "model.onnx", model_dir / "tokens.txt"
+    for path in (model, tokens):
+        if not path.is_file():
+            raise ConfigError(f"TTS model folder {model_dir} has no {path.name}")
+    meta = read_onnx_metadata(model)
+    missing = [key for key in _VITS_KEYS if not meta.get(key)]
+    if missing:
+        raise ConfigError(
+            f"{model} lacks VITS metadata {', '.join(missing)}: sherpa-onnx would abort the"
+            " process loading it; add piper metadata to the model first"
+        )
+    if meta.get("model_type", "vits") != "vits" or meta["comment"] != "piper":
+        raise ConfigError(
+            f"{model} is model_type={meta.get('model_type')!r} comment={meta['comment']!r};"
+            " only piper VITS voices are supported"
+        )
+    sample_rate = _int_meta(meta, "sample_rate", model)
+    n_speakers = _int_meta(meta, "n_speakers", model)
+    if sample_rate <= 0:
+        raise ConfigError(f"{model} has sample_rate={sample_rate}")
+    if not 0 <= speaker_id < max(n_speakers, 1):
+        raise ConfigError(f"speaker {speaker_id} out of range: the voice has {n_speakers}")
+    _check_tokens(tokens)
+    voice = voice or meta.get("voice", "") or _json_voice(model_dir / "model.onnx.json")
+    if not voice:
+        raise ConfigError(f"no espeak voice for {model}: set one in the TTS config")
+    return VitsFiles(model, tokens, sample_rate, n_speakers, voice)
+
+
+def _check_tokens(tokens: Path) -> None:
+    lines = tokens.read_text(encoding="utf-8").splitlines()
+    if not lines:
+        raise ConfigError(f"{tokens} is empty")
+    for number, line in enumerate(lines, start=1):
+        if not line.rsplit(" ", 1)[-1].isdigit() or len(line) < 3:
+            raise ConfigError(f"{tokens}:{number} is not '<symbol> <id>': {line!r}")
+
+
+def _json_voice(path: Path) -> str:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+        return str(config.get("espeak", {}).get("voice", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+class TextToSpeech:
+    """A loaded voice with its phonemizer and settings; one per worker process."""
+
+    def __init__(self, synthesizer: Synthesizer, phonemizer: Phonemizer, config: TtsConfig):
+        self.synthesizer = synthesizer
+        self.phonemizer = phonemizer
+        self.config = config
+
+    @property
+    def sample_rate(self) -> int:
+        return self.synthesizer.sample_rate
+
+    def sentences(self, text: str) -> list[str]:
+        """Raises `TextTooLongError` / `EmptyTextError` before any synthesis."""
+        return prepare(text, self.config.max_chars, self.config.sentence_chars)
+
+    def speak_sentence(self, sentence: str) -> Samples:
+        phonemes = self.phonemizer.phonemize(sentence)
+        if not phonemes:
+            raise SynthesisError(f"no phonemes for {sentence!r}")
+        samples = self.synthesizer.synthesize(phonemes, self.config.speaker_id, self.config.speed)
+        if samples.size == 0:
+            raise SynthesisError(f"the voice returned no audio for {sentence!r}")
+        if not np.all(np.isfinite(samples)) or float(np.max(np.abs(samples))) < _SILENT_PEAK:
+            raise SynthesisError(f"the voice returned silence for {sentence!r}")
+        return samples
+
+    def stream(self, text: str) -> Iterator[SpokenSentence]:
+        """Audio sentence by sentence; the first arrives after one sentence's work."""
+        return self._speak_all(self.sentences(text))
+
+    def _speak_all(self, sentences: list[str]) -> Iterator[SpokenSentence]:
+        pause = np.zeros(int(self.config.sentence_pause_s * self.sample_rate), np.float32)
+        for index, sentence in enumerate(sentences):
+            samples = self.speak_sentence(sentence)
+            if index and pause.size:
+                samples = np.concatenate([pause, samples])
+            yield SpokenSentence(index, sentence, samples, self.sample_rate)
+
+    def synthesize(self, text: str) -> Speech:
+        started = time.perf_counter()
+        parts = [part.samples for part in self.stream(text)]
+        samples = np.concatenate(parts)
+        return Speech(
+            sample_rate=self.sample_rate,
+            duration_s=len(samples) / self.sample_rate,
+            samples=samples,
+            sentences=len(parts),
+            processing_s=time.perf_counter() - started,
+        )
+
+    def synthesize_to_file(
+        self, text: str, path: Path, fmt: Literal["ogg", "wav"] = "ogg", bitrate: int = 24_000
+    ) -> Speech:
+        """Write sentence by sentence (Ogg/Opus voice note or WAV) and rename into place."""
+        started = time.perf_counter()
+        sentences = self.sentences(text)  # text errors before a file is started
+        writer = (
+            OggOpusWriter(path, self.sample_rate, bitrate=bitrate)
+            if fmt == "ogg"
+            else WavWriter(path, self.sample_rate)
+        )
+        with writer:
+            count = 0
+            for part in self._speak_all(sentences):
+                writer.write(part.samples)
+                count += 1
+        return Speech(
+            sample_rate=self.sample_rate,
+            duration_s=writer.frames / self.sample_rate,
+            path=path,
+            sentences=count,
+            processing_s=time.perf_counter() - started,
+        )
+
+
+def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToSpeech:
+    """Validate, then load the voice (1-2 s, ~130 MB). Default phonemizer: espeak-ng."""
+    from pipelines.engines.sherpa import SherpaVits
+
+    files = validate_model_dir(config.model_dir, config.voice, config.speaker_id)
+    if phonemizer is None:
+        from pipelines.engines.phonemizer import EspeakPhonemizer
+
+        phonemizer = EspeakPhonemizer(files.voice)
+    synthesizer = SherpaVits(
+        files.model,
+        files.tokens,
+        threads=config.threads,
+        noise_scale=config.noise_scale,
+        noise_scale_w=config.noise_scale_w,
+    )
+    if synthesizer.sample_rate != files.sample_rate:
+        raise ConfigError(f"{files.model}: sherpa reports {synthesizer.sample_rate} Hz")
+    return TextToSpeech(synthesizer, phonemizer, config)
