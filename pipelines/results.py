@@ -41,6 +41,7 @@ class MetaJson(TypedDict):
     elapsed_ms: int
     reason: str | None
     trace_id: str | None
+    started_at: float | None
 
 
 class EnvelopeJson(TypedDict):
@@ -95,6 +96,7 @@ class Envelope:
     elapsed_ms: int = 0
     reason: str | None = None
     trace_id: str | None = None
+    started_at: float | None = None  # unix time the stage started
 
     def to_json(self) -> EnvelopeJson:
         return {
@@ -110,6 +112,7 @@ class Envelope:
                 "elapsed_ms": self.elapsed_ms,
                 "reason": self.reason,
                 "trace_id": self.trace_id,
+                "started_at": self.started_at,
             },
         }
 
@@ -128,6 +131,7 @@ class Envelope:
             elapsed_ms=int(meta.get("elapsed_ms", 0)),
             reason=meta.get("reason"),
             trace_id=meta.get("trace_id"),
+            started_at=meta.get("started_at"),
         )
 
 

@@ -121,6 +121,15 @@ def _free_port() -> int:
         return port
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def _read_state(folder: Path) -> dict[str, int] | None:
     try:
         data = json.loads((folder / "broker.json").read_text())
@@ -163,8 +172,10 @@ def ensure_embedded(home: Path) -> Broker:
             if _alive(url):
                 return Broker(url=url, pid=state["pid"], port=state["port"], started=False)
         binary = find_redis_server()
+        # Come back on the same port after a restart, so clients and workers reconnect.
+        ports = [state["port"]] if state is not None and _port_free(state["port"]) else []
         for _attempt in range(3):
-            port = _free_port()
+            port = ports.pop() if ports else _free_port()
             conf = _write_config(folder, port, password)
             proc = subprocess.run(
                 [binary, str(conf)], capture_output=True, text=True, timeout=30, check=False

@@ -105,6 +105,7 @@ def execute(
             assert found is not None
             return found
         started = time.monotonic()
+        started_at = time.time()
         with _renewing(store, claim, ttl):
             outcome = run_stage(spec, resources, path, params)
         envelope = Envelope(
@@ -117,8 +118,10 @@ def execute(
             elapsed_ms=round((time.monotonic() - started) * 1000),
             reason=outcome.reason,
             trace_id=trace_id,
+            started_at=started_at,
         )
         store.put(envelope)
+        log.info("stored %s result for %s (job %s)", envelope.status, key, job_id)
         return envelope
     finally:
         store.release(claim)
@@ -139,6 +142,7 @@ def _execute_inline(
         assert existing is not None
         return existing
     started = time.monotonic()
+    started_at = time.time()
     outcome = run_stage(spec, resources, path, params)
     envelope = Envelope(
         status=outcome.status,
@@ -148,6 +152,7 @@ def _execute_inline(
         elapsed_ms=round((time.monotonic() - started) * 1000),
         reason=outcome.reason,
         trace_id=trace_id,
+        started_at=started_at,
     )
     sidecars.write(envelope)
     return envelope

@@ -6,6 +6,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from pipelines.results import Sidecars
 from pipelines.vision import ProviderKind, VisionConfig, VisionProvider, make_provider
@@ -40,14 +42,21 @@ def vision_config(settings: Settings) -> VisionConfig:
     )
 
 
-def result_store(settings: Settings, url: str) -> ResultStore:
-    client = redis.Redis.from_url(
+def redis_client(url: str) -> redis.Redis[bytes]:
+    """A client that rides out a broker restart: connection errors are retried with backoff
+    for about half a minute before they surface."""
+    return redis.Redis.from_url(
         url,
         socket_timeout=30,
-        socket_connect_timeout=10,
+        socket_connect_timeout=5,
         health_check_interval=15,
-        retry_on_timeout=True,
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=20),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
     )
+
+
+def result_store(settings: Settings, url: str) -> ResultStore:
+    client = redis_client(url)
     return ResultStore(client, Sidecars(settings.results_root), settings.jobs.result_ttl)
 
 

@@ -83,6 +83,7 @@ def test_ingest_answers_at_once_then_wait_renders_the_wrapped_summary(
         "elapsed_ms",
         "reason",
         "trace_id",
+        "started_at",
     }
     assert envelope["meta"]["trace_id"] == quick["trace_id"]
     assert "sk-test" not in json.dumps(envelope)

@@ -1,0 +1,138 @@
+"""Speech workers on a real cluster with the real models: transcription and synthesis jobs,
+per-node concurrency, bad input that leaves the worker serving, readiness on bad models,
+and one synthesis per identical request."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipelines.media import Capability, JobRequest, MediaKind
+from pipelines.results import Status
+from pipelines.speech.audio import write_wav
+from pipelines.speech.tts import TextToSpeech, TtsConfig, load_tts
+from tests.support.cluster import Cluster
+
+pytestmark = pytest.mark.models
+
+VOICE = "piper-en_US-joe-medium"
+SENTENCES = [
+    "The invoice was paid on Monday.",
+    "Please call the front desk after lunch.",
+    "Our train leaves from platform nine.",
+    "The garden needs water every evening.",
+    "She parked the blue car near the bank.",
+    "We will review the budget next week.",
+]
+
+
+@pytest.fixture(scope="module")
+def voice(models_home: Path) -> TextToSpeech:
+    config = TtsConfig(models_home / "models" / VOICE, noise_scale=0.0, noise_scale_w=0.0)
+    return load_tts(config)
+
+
+@pytest.fixture
+def speech_cluster(cluster: Cluster, models_home: Path) -> Iterator[Cluster]:
+    cluster.home.mkdir(parents=True, exist_ok=True)
+    (cluster.home / "models").symlink_to(models_home / "models")
+    yield cluster
+
+
+def clip(voice: TextToSpeech, text: str, path: Path) -> Path:
+    speech = voice.synthesize(text)
+    assert speech.samples is not None
+    return write_wav(path, speech.samples, speech.sample_rate)
+
+
+def test_transcription_job_through_a_worker(
+    speech_cluster: Cluster, voice: TextToSpeech, tmp_path: Path
+) -> None:
+    speech_cluster.start_worker("stt", concurrency=1)
+    audio = clip(voice, SENTENCES[0], tmp_path / "a.wav")
+    out = speech_cluster.cli_json("transcribe", str(audio), "--wait", "120")
+    assert out["status"] == "done"
+    assert out["text"].lower().rstrip(".") == SENTENCES[0].lower().rstrip(".")
+    assert out["segments"][0]["start"] == 0.0
+    assert out["duration_s"] == pytest.approx(out["segments"][-1]["end"], abs=0.05)
+    srt = speech_cluster.cli("transcribe", str(audio), "--wait", "60", "--format", "srt")
+    assert srt.returncode == 0 and srt.stdout.startswith("1\n00:00:00,000 --> ")
+
+
+def test_six_jobs_on_concurrency_two_never_overlap_more_than_two(
+    speech_cluster: Cluster, voice: TextToSpeech, tmp_path: Path
+) -> None:
+    speech_cluster.start_worker("stt", concurrency=2)
+    cache = speech_cluster.settings().media_cache()
+    jobs = []
+    for i, text in enumerate(SENTENCES):
+        stored = cache.store_file(clip(voice, text, tmp_path / f"{i}.wav"), MediaKind.AUDIO)
+        jobs.append(JobRequest(Capability.AUDIO_TRANSCRIBE, stored.sha256, stored.path))
+    client = speech_cluster.client()
+    try:
+        handles = client.wait(client.submit(jobs), timeout=180)
+    finally:
+        client.close()
+    assert [h.status for h in handles] == [Status.DONE] * 6
+    spans = []
+    for h in handles:
+        assert h.envelope is not None and h.envelope.started_at is not None
+        spans.append((h.envelope.started_at, h.envelope.started_at + h.envelope.elapsed_ms / 1000))
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    assert peak == 2  # both processes were used, and never a third job at once
+    workers = {h.envelope.worker for h in handles if h.envelope is not None}
+    assert len(workers) == 1  # one node, two processes
+
+
+def test_corrupt_audio_fails_clearly_and_the_worker_keeps_serving(
+    speech_cluster: Cluster, voice: TextToSpeech, tmp_path: Path
+) -> None:
+    speech_cluster.start_worker("stt", concurrency=1)
+    good = clip(voice, SENTENCES[2], tmp_path / "good.wav")
+    broken = tmp_path / "broken.wav"
+    # A RIFF/WAVE signature (so the cache takes it as audio) over bytes that are no WAV.
+    broken.write_bytes(b"RIFF\x00\x10\x00\x00WAVE" + b"junk" * 1000)
+    bad = speech_cluster.cli_json("transcribe", str(broken), "--wait", "60")
+    assert bad["status"] == "failed"
+    assert bad["reason"].startswith("AudioDecodeError: "), bad["reason"]
+    fine = speech_cluster.cli_json("transcribe", str(good), "--wait", "60")
+    assert fine["status"] == "done" and "train leaves from platform" in fine["text"].lower()
+
+
+def test_speak_through_a_worker_once_per_identical_request(speech_cluster: Cluster) -> None:
+    speech_cluster.start_worker("tts", concurrency=1)
+    first = speech_cluster.cli_json("speak", "The report is ready.", "--wait", "60")
+    second = speech_cluster.cli_json("speak", "The report is ready.", "--wait", "60")
+    assert first["status"] == second["status"] == "done"
+    assert first["path"] == second["path"] and first["id"] == second["id"]
+    assert first["media_tag"] == f"[[audio_as_voice]]\nMEDIA:{first['path']}"
+    assert Path(first["path"]).read_bytes()[:4] == b"OggS"
+    assert first["duration_s"] > 0.5
+    counts = speech_cluster.cli_json("status")["results"]["audio.synthesize"]
+    assert counts == {"done": 1}
+    wav = speech_cluster.cli_json(
+        "speak", "The report is ready.", "--format", "wav", "--wait", "60"
+    )
+    assert wav["path"] != first["path"] and wav["path"].endswith(".wav")
+
+
+def test_a_voice_without_metadata_is_refused_at_start(
+    speech_cluster: Cluster, models_home: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad-voice"
+    bad.mkdir()
+    # An ONNX file without the VITS metadata: sherpa-onnx would kill the process loading it.
+    shutil.copy(models_home / "models" / "silero-vad" / "silero_vad.onnx", bad / "model.onnx")
+    shutil.copy(models_home / "models" / VOICE / "tokens.txt", bad / "tokens.txt")
+    worker = speech_cluster.start_worker("tts", wait=False, MCP_MEDIA_TTS__MODEL_DIR=str(bad))
+    assert worker.proc.wait(timeout=120) == 2
+    text = worker.text()
+    assert "speech probe failed for tts" in text
+    assert "metadata" in text

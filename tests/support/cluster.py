@@ -1,0 +1,156 @@
+"""A real cluster for tests: the embedded redis-server, real worker processes, and the real
+CLI, all sharing one MCP_MEDIA_HOME. Fixtures live in tests/conftest.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.support.fake_openai import FakeOpenAI
+from workers.broker import Broker
+from workers.client import MediaClient
+from workers.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT = 90.0
+
+
+class Worker:
+    def __init__(self, proc: subprocess.Popen[bytes], log: Path, name: str) -> None:
+        self.proc = proc
+        self.log = log
+        self.name = name
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if " ready." in self.text():
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"worker exited {self.proc.returncode}:\n{self.text()[-3000:]}"
+                )
+            time.sleep(0.1)
+        raise AssertionError(f"worker not ready after {timeout} s:\n{self.text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker (main process and pool children), as a node loss does."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Cluster:
+    """One MCP_MEDIA_HOME shared by the test (as client) and its worker processes."""
+
+    def __init__(self, home: Path, broker: Broker, fake: FakeOpenAI) -> None:
+        self.home = home
+        self.broker = broker
+        self.fake = fake
+        self.workers: list[Worker] = []
+        self.env_vars: dict[str, str] = {
+            "MCP_MEDIA_HOME": str(home),
+            "MCP_MEDIA_REDIS_URL": broker.url,
+            "MCP_MEDIA_VISION__BASE_URL": fake.base_url,
+            "MCP_MEDIA_VISION__API_KEY": "sk-test-not-a-real-key",
+            "MCP_MEDIA_VISION__MODEL": "fake-vision",
+            "MCP_MEDIA_VISION__TIMEOUT": "3",
+            "MCP_MEDIA_VISION__MAX_CONCURRENCY": "2",
+            "MCP_MEDIA_JOBS__CLAIM_TTL": "6",
+        }
+
+    def env(self, **extra: str) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEDIA_")}
+        base.pop("AUXILIARY_VISION_MODEL", None)
+        return {**base, **self.env_vars, **extra}
+
+    def settings(self, **extra: str) -> Settings:
+        saved = dict(os.environ)
+        try:
+            os.environ.clear()
+            os.environ.update(self.env(**extra))
+            return Settings()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    def client(self, **extra: str) -> MediaClient:
+        return MediaClient.connect(self.settings(**extra))
+
+    def start_worker(
+        self, queues: str = "vision", concurrency: int = 4, *, wait: bool = True, **extra: str
+    ) -> Worker:
+        log = self.home / "logs" / f"worker-{queues}-{len(self.workers)}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "workers.cli",
+            "worker",
+            "--queues",
+            queues,
+            "--concurrency",
+            str(concurrency),
+        ]
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=self.env(**extra),
+                start_new_session=True,
+            )
+        worker = Worker(proc, log, queues)
+        self.workers.append(worker)
+        if wait:
+            worker.wait_ready()
+        return worker
+
+    def cli(
+        self, *args: str, timeout: float = 120, **extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "workers.cli", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=self.env(**extra),
+            timeout=timeout,
+            check=False,
+        )
+
+    def cli_json(self, *args: str, **extra: str) -> Any:
+        proc = self.cli(*args, "--json", timeout=120, **extra)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.workers.clear()
+
+
+def write_result(path: Path, blocks: Sequence[Mapping[str, Any]]) -> Path:
+    path.write_text(json.dumps({"content": list(blocks)}))
+    return path
