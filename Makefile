@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export MCP_MEDIA_HOME ?= $(CURDIR)/.home
 
-.PHONY: install run test test-unit lint format bench models clean
+.PHONY: install run test test-faults test-unit fuzz lint format bench models clean
 
 install: $(STAMP)
 
@@ -22,10 +22,16 @@ run: $(STAMP)
 	$(BIN)/mcp-media demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not faults"
+
+test-faults: $(STAMP)
+	$(BIN)/python -m pytest -m faults tests/faults
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -m unit
+
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz.fuzz_ingest --count 100000
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

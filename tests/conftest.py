@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from pipelines.cache import CacheLimits, MediaCache
 from tests.support.cluster import Cluster
 from tests.support.fake_openai import FakeOpenAI
 from workers.broker import Broker, ensure_embedded, stop_embedded
+from workers.models import ModelInfo, prepare
 
 
 @pytest.fixture
@@ -47,3 +50,26 @@ def cluster(tmp_path: Path, broker: Broker, fake_openai: FakeOpenAI) -> Iterator
     made = Cluster(tmp_path / "home", broker, fake_openai)
     yield made
     made.stop()
+
+
+# Tests on real models share one prepared home per session: MCP_MEDIA_TEST_HOME, else
+# MCP_MEDIA_HOME, else `.home` in the repository (what `make` uses). The first session on a
+# fresh home runs a full `prepare` (about a minute); later ones pay a few milliseconds.
+DEFAULT_TEST_HOME = Path(__file__).resolve().parents[1] / ".home"
+
+
+def _log(message: str) -> None:
+    print(f"[models] {message}", file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def prepared_models() -> list[ModelInfo]:
+    chosen = os.environ.get("MCP_MEDIA_TEST_HOME") or os.environ.get("MCP_MEDIA_HOME")
+    home = Path(chosen) if chosen else DEFAULT_TEST_HOME
+    return prepare(home, log=_log)
+
+
+@pytest.fixture(scope="session")
+def models_home(prepared_models: list[ModelInfo]) -> Path:
+    """A home whose `models/` holds every default model, complete."""
+    return prepared_models[0].path.parent.parent

@@ -123,6 +123,8 @@ def _free_port() -> int:
 
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As redis-server itself does: connections of the dead server in TIME_WAIT are fine.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -211,20 +213,21 @@ def stop_embedded(home: Path, timeout: float = 10.0) -> bool:
     if state is None:
         return False
     url = _url(state["port"], _password(folder))
+    if not _alive(url):
+        return False  # not running; its old pid may belong to another process by now
     client = redis.Redis.from_url(url, socket_timeout=2)
     try:
         client.shutdown()
     except (redis.RedisError, OSError):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if state["pid"]:
+        if _alive(url) and state["pid"]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(state["pid"], signal.SIGTERM)
     finally:
         client.close()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and _alive(url):
         time.sleep(0.05)
-    with contextlib.suppress(FileNotFoundError):
-        (folder / "broker.json").unlink()
+    # broker.json stays: the next start reuses its port, so clients reconnect by themselves.
     return True
 
 

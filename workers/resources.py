@@ -78,7 +78,7 @@ class Resources:
 
     def version(self, spec: CapabilitySpec) -> str:
         """This process's processor version for a capability (computed once)."""
-        name = f"version:{spec.capability.value}"
+        name = f"version:{spec.task_name}"
         with self._lock:
             if name not in self._engines:
                 self._engines[name] = spec.version(self.settings)

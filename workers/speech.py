@@ -51,9 +51,9 @@ def _model_fingerprint(model_dir: Path) -> str:
     manifest = model_dir / "manifest.json"
     try:
         data = json.loads(manifest.read_text())
-        files = data.get("files", {})
-        return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
-    except (OSError, ValueError, AttributeError):
+        hashes = {name: entry["sha256"] for name, entry in data["files"].items()}
+        return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()[:16]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     try:
         parts = sorted(

@@ -22,7 +22,7 @@ def _process_resources(app: Celery) -> resources.Resources:
     return resources.for_process(settings, app.conf.broker_url)
 
 
-def _make_task(app: Celery, spec: CapabilitySpec, settings: Settings) -> None:
+def make_task(app: Celery, spec: CapabilitySpec, settings: Settings) -> None:
     cap = settings.jobs.max_deliveries
 
     @app.task(name=spec.task_name, bind=True, acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
@@ -110,4 +110,4 @@ def _make_task(app: Celery, spec: CapabilitySpec, settings: Settings) -> None:
 
 def register(app: Celery, settings: Settings) -> None:
     for spec in CAPABILITIES.values():
-        _make_task(app, spec, settings)
+        make_task(app, spec, settings)

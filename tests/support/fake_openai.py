@@ -59,6 +59,9 @@ class Behaviour:
     status: int = 500
     drip_interval: float = 0.2
     chunked: bool = False  # drip/huge: no Content-Length, Transfer-Encoding: chunked
+    # When set, `mode` applies only to images of this width; others are answered OK, so a
+    # test can run a misbehaving request beside healthy ones.
+    only_width: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +226,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"ok": True})
         elif self.path.rstrip("/").endswith("/chat/completions"):
             headers = {name.lower(): value for name, value in self.headers.items()}
-            behaviour = fake._enter(_parse_request(body, headers))
+            record = _parse_request(body, headers)
+            behaviour = fake._enter(record)
+            if behaviour.only_width is not None and record.image_width != behaviour.only_width:
+                behaviour = replace(behaviour, mode=Mode.OK)
             self._in_flight = True
             try:
                 self._answer(behaviour)
