@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -108,11 +109,25 @@ class Heartbeat:
     def stop(self) -> None:
         self._stop.set()
 
+    def _announce(self) -> None:
+        """Register this worker (queues, pool, processes, threads) for `mcp-media status`."""
+        info = os.environ.get("MCP_MEDIA_WORKER_INFO")
+        if info:
+            data = json.loads(info)
+            data["seen"] = time.time()
+            self.store.redis.hset(keys.WORKERS, data["name"], json.dumps(data))
+
+    def forget(self) -> None:
+        info = os.environ.get("MCP_MEDIA_WORKER_INFO")
+        if info:
+            self.store.redis.hdel(keys.WORKERS, json.loads(info)["name"])
+
     def _run(self) -> None:
         from celery.worker import state
 
         while not self._stop.wait(HEARTBEAT_SECONDS):
             try:
+                self._announce()
                 held = [r.id for r in list(state.reserved_requests) + list(state.active_requests)]
                 renew_leases(self.store.redis, held)
                 reap(self.app, self.store)

@@ -65,7 +65,7 @@ class SpeechSettings(BaseModel):
     def processes(self) -> int:
         if self.concurrency is not None:
             return self.concurrency
-        return max(1, (os.cpu_count() or 1) // self.threads)
+        return max(1, len(os.sched_getaffinity(0)) // self.threads)
 
 
 class SttSettings(SpeechSettings):

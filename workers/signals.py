@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import time
@@ -16,6 +17,7 @@ from celery.signals import (
     task_received,
     worker_process_init,
     worker_ready,
+    worker_shutdown,
 )
 
 from workers import resources
@@ -88,6 +90,13 @@ def _start_heartbeat(app: Celery) -> None:
     _heartbeat.start()
 
 
+def _on_shutdown(**_: Any) -> None:
+    if _heartbeat is not None:
+        _heartbeat.stop()
+        with contextlib.suppress(Exception):
+            _heartbeat.forget()
+
+
 def _on_received(request: Any = None, **_: Any) -> None:
     # Lease a job the moment this worker takes it, not at the next heartbeat.
     if _heartbeat is not None and request is not None:
@@ -108,5 +117,6 @@ def connect(app: Celery) -> None:
     after_setup_task_logger.connect(_on_logger, weak=False)
     task_prerun.connect(_on_prerun, weak=False)
     task_received.connect(_on_received, weak=False)
+    worker_shutdown.connect(_on_shutdown, weak=False)
     task_postrun.connect(_on_postrun, weak=False)
     worker_process_init.connect(lambda **_: _on_process_init(app), weak=False)

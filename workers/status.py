@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 from workers import keys
@@ -28,15 +30,26 @@ def collect(settings: Settings, inspect_timeout: float = 1.0) -> dict[str, Any]:
                 queue = (job.get("delivery_info") or {}).get("routing_key")
                 if queue in running:
                     running[queue] += 1
-        workers = [
-            {
-                "name": name,
-                "queues": [q["name"] for q in queues_by_worker.get(name, [])],
-                "concurrency": (stats.get(name) or {}).get("pool", {}).get("max-concurrency"),
-                "active": len(active.get(name, [])),
-            }
-            for name in sorted(set(queues_by_worker) | set(stats))
-        ]
+        registry = {
+            name.decode(): json.loads(raw) for name, raw in redis.hgetall(keys.WORKERS).items()
+        }
+        workers = []
+        for name in sorted(set(queues_by_worker) | set(stats)):
+            announced = registry.get(name, {})
+            workers.append(
+                {
+                    "name": name,
+                    "queues": [q["name"] for q in queues_by_worker.get(name, [])],
+                    "concurrency": (stats.get(name) or {}).get("pool", {}).get("max-concurrency"),
+                    "threads": announced.get("threads"),
+                    "pool": announced.get("pool"),
+                    "active": len(active.get(name, [])),
+                }
+            )
+        # Workers that stopped answering but announced themselves lately: shown as silent.
+        for name, announced in sorted(registry.items()):
+            if name not in {w["name"] for w in workers} and time.time() - announced["seen"] < 30:
+                workers.append({**announced, "active": None, "silent": True})
         return {
             "broker": mask_url(url),
             "queues": {q: {"waiting": int(redis.llen(q)), "running": running[q]} for q in QUEUES},
@@ -62,6 +75,10 @@ def format_status(report: dict[str, Any]) -> str:
         lines.append(f"  {cap:17} {shown}")
     lines.append(f"workers online: {len(report['workers'])}")
     for w in report["workers"]:
-        lines.append(f"  {w['name']} queues={','.join(w['queues'])} concurrency={w['concurrency']}")
+        lines.append(
+            f"  {w['name']} queues={','.join(w['queues'])} pool={w.get('pool')} "
+            f"concurrency={w['concurrency']} threads={w.get('threads')}"
+            + (" (not answering)" if w.get("silent") else "")
+        )
     lines.append(f"dead letters: {report['dead_letters']}")
     return "\n".join(lines) + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -27,13 +28,44 @@ def pool_for(queues: Sequence[str]) -> str:
 
 
 def default_concurrency(settings: Settings, queues: Sequence[str]) -> int:
-    if queues == ["vision"]:
-        return settings.vision.concurrency
-    if queues == ["stt"]:
-        return settings.stt.processes()
-    if queues == ["tts"]:
-        return settings.tts.processes()
-    return max(1, (os.cpu_count() or 1) // max(settings.stt.threads, settings.tts.threads))
+    match list(queues):
+        case ["vision"]:
+            return settings.vision.concurrency
+        case ["stt"]:
+            return settings.stt.processes()
+        case ["tts"]:
+            return settings.tts.processes()
+    return max(1, available_cores() // speech_threads(settings, queues))
+
+
+def available_cores() -> int:
+    """The cores this process may run on (taskset/cgroup affinity), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def speech_threads(settings: Settings, queues: Sequence[str]) -> int:
+    threads = [settings.stt.threads] if "stt" in queues else []
+    threads += [settings.tts.threads] if "tts" in queues else []
+    return max(threads, default=1)
+
+
+def plan_concurrency(settings: Settings, queues: Sequence[str], requested: int | None) -> int:
+    """Processes x onnx threads never exceed the cores given to a CPU-bound worker."""
+    concurrency = requested or default_concurrency(settings, queues)
+    if pool_for(queues) == "threads":
+        return concurrency
+    threads = speech_threads(settings, queues)
+    ceiling = max(1, available_cores() // threads)
+    if concurrency > ceiling:
+        sys.stderr.write(
+            f"mcp-media: {concurrency} processes x {threads} threads exceed "
+            f"{available_cores()} cores; running {ceiling} processes\n"
+        )
+        return ceiling
+    return concurrency
 
 
 def node_name(queues: Sequence[str]) -> str:
@@ -42,6 +74,18 @@ def node_name(queues: Sequence[str]) -> str:
 
 def worker_argv(settings: Settings, queues: Sequence[str], concurrency: int | None) -> list[str]:
     pool = pool_for(queues)
+    name = node_name(queues)
+    processes = plan_concurrency(settings, queues, concurrency)
+    os.environ["MCP_MEDIA_WORKER_INFO"] = json.dumps(
+        {
+            "name": name,
+            "queues": list(queues),
+            "pool": pool,
+            "concurrency": processes,
+            "threads": speech_threads(settings, queues) if pool == "prefork" else 1,
+            "pid": os.getpid(),
+        }
+    )
     return [
         "worker",
         "--queues",
@@ -49,9 +93,9 @@ def worker_argv(settings: Settings, queues: Sequence[str], concurrency: int | No
         "--pool",
         pool,
         "--concurrency",
-        str(concurrency or default_concurrency(settings, queues)),
+        str(processes),
         "--hostname",
-        node_name(queues),
+        name,
         "--loglevel",
         "INFO",
         "--without-mingle",
