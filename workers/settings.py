@@ -83,7 +83,7 @@ class TtsSettings(SpeechSettings):
 
 class JobSettings(BaseModel):
     max_deliveries: int = Field(default=3, ge=1)  # redelivery cap before the dead-letter list
-    claim_ttl: float = Field(default=60.0, ge=5)  # renewed while the job runs
+    claim_ttl: float = Field(default=30.0, ge=5)  # renewed while the job runs
     result_ttl: int = Field(default=7 * 24 * 3600, ge=60)  # Redis index; sidecars stay
     vision_soft_limit: float = Field(default=45.0, gt=0)
     speech_soft_limit: float = Field(default=120.0, gt=0)  # plus time per input MiB

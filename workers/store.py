@@ -7,7 +7,9 @@ from them or expires by itself, so a flushed Redis loses no finished work.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -143,9 +145,21 @@ class ResultStore:
     # claims: one worker at a time works on one key
 
     def claim(self, key: ResultKey, ttl: float) -> Claim | None:
-        token = secrets.token_hex(16)
-        if self.redis.set(keys.claim(key), token, nx=True, px=int(ttl * 1000)):
+        """Take the key, or None while a live owner holds it.
+
+        Tokens name their owner (host and pid): a claim left by a process of this host that
+        no longer exists (a pool child killed by the OOM killer) is taken over at once
+        instead of after its TTL.
+        """
+        name = keys.claim(key)
+        token = f"{_HOST}:{os.getpid()}:{secrets.token_hex(8)}"
+        if self.redis.set(name, token, nx=True, px=int(ttl * 1000)):
             return Claim(key, token)
+        held = self.redis.get(name)
+        if held is not None and _dead_local_owner(held.decode()):
+            self._release(keys=[name], args=[held])
+            if self.redis.set(name, token, nx=True, px=int(ttl * 1000)):
+                return Claim(key, token)
         return None
 
     def renew(self, claim: Claim, ttl: float) -> bool:
@@ -174,6 +188,23 @@ class ResultStore:
     def status_counts(self, capability: str) -> dict[str, int]:
         raw = self.redis.hgetall(keys.counts(capability))
         return {k.decode(): int(v) for k, v in raw.items()}
+
+
+_HOST = socket.gethostname()
+
+
+def _dead_local_owner(token: str) -> bool:
+    host, _, rest = token.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != _HOST or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def finished(envelope: Envelope | None) -> bool:
