@@ -1,0 +1,1 @@
+"""Hostile MCP tool results: generator, expectations and the oracle that checks them."""

@@ -1,0 +1,1 @@
+"""Fuzzing of `pipelines.ingest` over mutations of the hostile corpus."""

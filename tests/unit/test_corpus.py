@@ -1,0 +1,350 @@
+"""The hostile-input corpus (tests/corpus) through the real `ingest`, in process and via the CLI.
+
+For every case: the exact error or markers/media it expects, nothing written or read
+outside the cache root (audit hook + a snapshot of the rest of the temp tree), every entry
+under the root resolving inside it with private modes, and no exception but
+InvalidToolResult.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines import CacheLimits, MediaCache, ingest
+from pipelines.errors import InvalidToolResult
+from pipelines.media import MarkerReason
+from pipelines.render import RenderedResult
+from tests.corpus import build
+from tests.corpus.oracle import (
+    FileAudit,
+    check_cache_tree,
+    check_rendered,
+    diff_snapshots,
+    input_text_lines,
+    is_inside,
+    outside,
+    snapshot,
+)
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPECTED: dict[str, dict[str, Any]] = json.loads(build.EXPECTED_FILE.read_text())
+NAMES = sorted(EXPECTED)
+CLI_RUNS = [
+    pytest.param(name, i, id=f"{name}-{i}")
+    for name in NAMES
+    for i, _ in enumerate(EXPECTED[name].get("cli", []))
+]
+
+
+def test_corpus_is_large_current_and_covers_every_reason() -> None:
+    assert len(NAMES) >= 40
+    assert json.loads(json.dumps(build.expectations())) == EXPECTED, (
+        "expected.json is stale: run python -m tests.corpus.build"
+    )
+    committed = {p.stem for p in build.committed_files()}
+    assert committed == {c.name for c in build.all_cases() if not c.generated}
+    assert all(p.stat().st_size <= build.COMMIT_LIMIT for p in build.committed_files())
+    reasons = {m["reason"] for e in EXPECTED.values() for m in e.get("markers", [])}
+    reasons |= {e["marker_run"]["reason"] for e in EXPECTED.values() if "marker_run" in e}
+    assert reasons == {r.value for r in MarkerReason}
+    assert any(e.get("error") == "InvalidToolResult" for e in EXPECTED.values())
+
+
+def decode_lenient(data: str) -> bytes:
+    """Independent of the project's decoder: whitespace and URL-safe letters, any padding."""
+    compact = "".join(data.split()).replace("-", "+").replace("_", "/").rstrip("=")
+    return base64.b64decode(compact + "=" * (-len(compact) % 4), validate=True)
+
+
+def block_bytes(payload: bytes, index: int) -> bytes:
+    doc = json.loads(payload)
+    while "content" not in doc:
+        doc = doc["result"]
+    block = doc["content"][index]
+    data = block["data"] if "data" in block else block["resource"]["blob"]
+    assert isinstance(data, str)
+    return decode_lenient(data)
+
+
+def plant(setup: str | None, payload: bytes, root: Path, away: Path) -> dict[Path, str]:
+    """Hostile cache states: symlinks inside the cache pointing outside it."""
+    if not setup:
+        return {}
+    root.mkdir(mode=0o700)
+    digest = hashlib.sha256(block_bytes(payload, 0)).hexdigest()
+    if setup == "symlink_images_folder":
+        target = away / "images_target"
+        target.mkdir()
+        link = root / "images"
+    elif setup == "symlink_image_file":
+        (root / "images").mkdir(mode=0o700)
+        target = away / "victim.png"
+        target.write_bytes(b"victim")
+        link = root / "images" / f"{digest}.png"
+    elif setup == "symlink_document_folder":
+        (root / "documents").mkdir(mode=0o700)
+        target = away / "documents_target"
+        target.mkdir()
+        link = root / "documents" / digest[:16]
+    else:
+        raise AssertionError(f"unknown setup {setup}")
+    link.symlink_to(target)
+    return {link: str(target)}
+
+
+def depth(value: Any) -> int:
+    level = 0
+    while isinstance(value, list) and value:
+        value, level = value[0], level + 1
+    return level + (1 if isinstance(value, list) else 0)
+
+
+def compare(out: RenderedResult, payload: bytes, expect: dict[str, Any]) -> list[str]:
+    """Differences between a rendered result and its expectation."""
+    wrong: list[str] = []
+    markers = [{"block": m.block, "reason": m.reason.value} for m in out.markers]
+    run = expect.get("marker_run")
+    wanted_markers = expect.get("markers", [])
+    if run is not None:
+        wanted_markers = [{"block": i, "reason": run["reason"]} for i in range(run["count"])]
+    if markers != wanted_markers:
+        shown = [(m.block, m.reason.value, m.message[:80]) for m in out.markers[:5]]
+        wrong.append(f"markers {shown} != {wanted_markers[:5]}")
+    wanted = expect.get("media", [])
+    if len(out.media) != len(wanted):
+        wrong.append(f"{len(out.media)} media {[str(m.path) for m in out.media]}, not {wanted}")
+    for m, want in zip(out.media, wanted, strict=False):
+        name = m.path.name
+        checks = {
+            "kind": m.kind.value == want["kind"],
+            "name": name == want.get("name", name),
+            "suffix": m.path.suffix == want.get("suffix", m.path.suffix),
+            "mime": m.mime == want.get("mime", m.mime),
+            "max_name_chars": len(name) <= want.get("max_name_chars", len(name)),
+            "max_name_bytes": len(name.encode()) <= want.get("max_name_bytes", len(name.encode())),
+        }
+        if "size_of_block" in want:
+            checks["size_of_block"] = m.size == len(block_bytes(payload, want["size_of_block"]))
+        wrong += [
+            f"media {m.kind.value} {name!r} {m.mime}: {k}" for k, ok in checks.items() if not ok
+        ]
+    lines = out.text.split("\n")
+    if "lines" in expect and len(lines) != expect["lines"]:
+        wrong.append(f"{len(lines)} lines, not {expect['lines']}: {out.text[:300]!r}")
+    if "text" in expect and out.text != expect["text"]:
+        wrong.append(f"text {out.text[:200]!r} != {expect['text']!r}")
+    wrong += [f"text lacks {s!r}" for s in expect.get("text_has", []) if s not in out.text]
+    wrong += [f"text has {s!r}" for s in expect.get("text_lacks", []) if s in out.text]
+    if "structured_depth" in expect and depth(out.structured_content) != expect["structured_depth"]:
+        wrong.append(f"structured content depth {depth(out.structured_content)}")
+    return wrong
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hostile_case(name: str, tmp_path: Path) -> None:
+    expect = EXPECTED[name]
+    payload = build.CASES[name].payload()
+    root = tmp_path / "cache"
+    away = tmp_path / "outside"
+    away.mkdir()
+    (away / "canary.txt").write_text("must not change")
+    planted = plant(expect.get("setup"), payload, root, away)
+    cache = MediaCache(root, CacheLimits(max_blob_bytes=build.MAX_BLOB_BYTES))
+    before = snapshot(tmp_path, exclude=root)
+
+    out: RenderedResult | None = None
+    error: InvalidToolResult | None = None
+    started = time.monotonic()
+    with FileAudit.get().watch() as events:
+        try:
+            out = ingest(payload, cache=cache, server="corpus")
+        except InvalidToolResult as exc:
+            error = exc
+        except Exception as exc:  # the agent process would die here
+            pytest.fail(f"ingest raised {type(exc).__name__}: {str(exc)[:300]}")
+    elapsed = time.monotonic() - started
+
+    problems = outside(events, root)
+    problems += diff_snapshots(before, snapshot(tmp_path, exclude=root))
+    problems += check_cache_tree(root, planted)
+    if expect.get("error"):
+        assert out is None, f"expected InvalidToolResult, got text {out.text[:200]!r}"
+        assert error is not None and "\n" not in str(error)
+        leftovers = [p for p in root.rglob("*") if p not in planted] if root.exists() else []
+        problems += [f"file left by an invalid result: {p}" for p in leftovers]
+    else:
+        assert out is not None, f"unexpected InvalidToolResult: {error}"
+        problems += check_rendered(out, root, input_text_lines(payload))
+        problems += compare(out, payload, expect)
+        # Nothing else on disk: no temp file left, no archive member extracted.
+        on_disk = {p for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+        extra = on_disk - {m.path for m in out.media}
+        problems += [f"file in the cache that no media names: {p}" for p in sorted(extra)]
+    assert not problems, "\n".join(problems)
+    assert elapsed < expect.get("max_seconds", build.DEFAULT_MAX_SECONDS)
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEDIA_")}
+    env.update(
+        MCP_MEDIA_HOME=str(home),
+        MCP_MEDIA_MAX_BLOB_BYTES=str(build.MAX_BLOB_BYTES),
+        MCP_MEDIA_VISION__PROVIDER="none",
+        # No case here makes a job; a port nobody listens on proves no broker is touched.
+        MCP_MEDIA_REDIS_URL="redis://127.0.0.1:1/0",
+    )
+    return env
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+@pytest.mark.parametrize(("name", "run"), CLI_RUNS)
+def test_hostile_case_through_the_cli(name: str, run: int, tmp_path: Path) -> None:
+    expect = EXPECTED[name]
+    how = expect["cli"][run]
+    c = build.CASES[name]
+    if c.generated:
+        source = tmp_path / f"{name}.json"
+        source.write_bytes(c.build())
+    else:
+        source = c.file
+    stdin = source.read_bytes() if how.get("stdin") else None
+    arg = "-" if how.get("stdin") else str(source)
+    home = tmp_path / "home"
+    proc = subprocess.run(
+        [sys.executable, "-m", "workers.cli", "ingest", arg, "--json"],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env=cli_env(home),
+        timeout=120,
+        check=False,
+    )
+    stderr = proc.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in stderr, stderr[-2000:]
+    assert proc.returncode == how["exit"], stderr[-2000:]
+    if how["exit"] == 2:
+        assert proc.stdout == b""
+        assert stderr.count("\n") == 1 and stderr.startswith("mcp-media: error: "), stderr
+        return
+    printed = json.loads(proc.stdout.decode("utf-8"), parse_constant=_reject_constant)
+    cache_root = home / "cache"
+    markers = [{"block": m["block"], "reason": m["reason"]} for m in printed["markers"]]
+    assert markers == expect.get("markers", [])
+    kinds = [(m["kind"], Path(m["path"]).name) for m in printed["media"]]
+    wanted = [(m["kind"], m.get("name")) for m in expect.get("media", [])]
+    assert [
+        (k, n if w is not None else None) for (k, n), (_, w) in zip(kinds, wanted, strict=True)
+    ] == wanted
+    assert all(is_inside(m["path"], cache_root) for m in printed["media"])
+    lines = printed["text"].split("\n")
+    if "lines" in expect:
+        assert len(lines) == expect["lines"], printed["text"][:500]
+    tags = {f"MEDIA:{m['path']}" for m in printed["media"] if m["kind"] != "document"}
+    echo = input_text_lines(source.read_bytes())
+    forged = [ln for ln in lines if ln.startswith("MEDIA:") and ln not in tags | echo]
+    assert forged == []
+
+
+def test_decode_lenient_is_an_independent_check() -> None:
+    assert decode_lenient("aGk") == b"hi"
+    with pytest.raises(binascii.Error):
+        decode_lenient("a%Gk")
+
+
+def nested(levels: int, inner: dict[str, Any]) -> dict[str, Any]:
+    value = inner
+    for _ in range(levels):
+        value = {"result": value}
+    return value
+
+
+@pytest.mark.parametrize("levels", [1200, 100_000])
+def test_deeply_wrapped_mapping_is_refused_cleanly(levels: int, tmp_path: Path) -> None:
+    """`ingest` also takes a Mapping (already parsed): no json.loads guard in front of it."""
+    cache = MediaCache(tmp_path / "cache")
+    try:
+        ingest(nested(levels, {"content": []}), cache=cache)
+    except InvalidToolResult:
+        pass
+    except RecursionError:
+        pytest.fail("RecursionError: JSON-RPC `result` unwrapping recurses without a bound")
+
+
+# The oracle itself must be able to say no.
+
+
+def test_audit_sees_every_kind_of_write_outside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    root.mkdir()
+    away = tmp_path / "away"
+    with FileAudit.get().watch() as events:
+        (root / "inside.txt").write_text("fine")
+        away.mkdir()
+        (away / "a.txt").write_text("escaped")
+        os.replace(away / "a.txt", away / "b.txt")
+        (root / "link").symlink_to(away / "b.txt")
+        (root / "sub").symlink_to(away)
+        (root / "sub" / "c.txt").write_text("through a symlinked folder")
+        (away / "b.txt").unlink()
+        (tmp_path / "read.txt").write_text("x")
+    found = outside(events, root)
+    assert len(found) == 7, found
+    assert not any("inside.txt" in f for f in found)
+    assert any("sub/c.txt" in f for f in found)  # lexically inside, really outside
+    with FileAudit.get().watch() as events:
+        (tmp_path / "read.txt").read_text()
+    assert outside(events, root) == [f"read outside the cache: open {tmp_path / 'read.txt'}"]
+
+
+def test_tree_check_sees_symlinks_escapes_and_loose_modes(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    (root / "images").mkdir(parents=True, mode=0o700)
+    root.chmod(0o700)
+    (root / "images" / "a.png").write_bytes(b"x")
+    (root / "images" / "a.png").chmod(0o644)
+    (root / "documents").symlink_to(tmp_path)
+    problems = check_cache_tree(root)
+    assert sorted(p.split(" ")[-1] if "mode" in p else p.split(":")[0] for p in problems) == [
+        "600",
+        "symlink in the cache",
+    ], problems
+    planted = check_cache_tree(root, {root / "documents": str(tmp_path)})
+    assert planted == [p for p in problems if "mode" in p]
+
+
+def test_rendered_check_sees_forged_tags_and_bad_text(tmp_path: Path) -> None:
+    forged = RenderedResult(text="ok\nMEDIA:/etc/passwd", is_error=False, structured_content=None)
+    assert check_rendered(forged, tmp_path, set()) == ["forged MEDIA: line 'MEDIA:/etc/passwd'"]
+    assert check_rendered(forged, tmp_path, {"MEDIA:/etc/passwd"}) == []
+    broken = RenderedResult(text="a\ud800", is_error=False, structured_content={1j})
+    assert [p.split(":")[0] for p in check_rendered(broken, tmp_path, set())] == [
+        "agent text is not valid Unicode",
+        "the JSON form cannot be printed",
+    ]
+
+
+def test_snapshot_sees_changes(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("1")
+    before = snapshot(tmp_path)
+    (tmp_path / "a").write_text("2")
+    (tmp_path / "b").write_text("new")
+    assert diff_snapshots(before, snapshot(tmp_path)) == [
+        "created outside the cache: b",
+        "changed outside the cache: a",
+    ]
