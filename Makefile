@@ -31,7 +31,7 @@ test-unit: $(STAMP)
 	$(BIN)/python -m pytest -m unit
 
 fuzz: $(STAMP)
-	$(BIN)/python -m tests.fuzz.fuzz_ingest --count 100000
+	$(BIN)/python -m tests.fuzz.fuzz_ingest --count 100000 --jobs 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

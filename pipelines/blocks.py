@@ -14,6 +14,8 @@ from typing import Any
 
 from pipelines.errors import InvalidToolResult
 
+MAX_WRAPPERS = 4  # a JSON-RPC response wraps the result once
+
 
 @dataclass(frozen=True, slots=True)
 class TextBlock:
@@ -92,12 +94,16 @@ def parse_tool_result(result: str | bytes | Mapping[str, Any]) -> ToolResult:
             result = json.loads(result)
         except (ValueError, RecursionError) as exc:
             raise InvalidToolResult(f"input is not JSON: {exc}") from None
-    if not isinstance(result, Mapping):
-        raise InvalidToolResult("input is not a CallToolResult: expected a JSON object")
-    content = result.get("content")
-    if content is None and "result" in result and isinstance(result["result"], Mapping):
-        # A JSON-RPC response wrapping the tool result.
-        return parse_tool_result(result["result"])
+    for _ in range(MAX_WRAPPERS + 1):
+        if not isinstance(result, Mapping):
+            raise InvalidToolResult("input is not a CallToolResult: expected a JSON object")
+        content = result.get("content")
+        if content is None and isinstance(result.get("result"), Mapping):
+            result = result["result"]  # a JSON-RPC response wrapping the tool result
+            continue
+        break
+    else:
+        raise InvalidToolResult("input is not a CallToolResult: too many nested `result` objects")
     if not isinstance(content, list):
         raise InvalidToolResult("input is not a CallToolResult: `content` must be a list")
     is_error = _field(result, "isError", "is_error")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 import stat
 from collections.abc import Callable, Iterator
@@ -235,7 +236,7 @@ class MediaCache:
             if kind is MediaKind.DOCUMENT:
                 target_dir = self._ensure_folder(folder / digest[:16])
                 target = target_dir / safe_document_name(uri, name, mime)
-                stored_mime = (mime or "application/octet-stream").split(";")[0].strip()
+                stored_mime = safe_mime(mime)
             else:
                 if fmt is None:
                     fmt = _require_format(kind, head)
@@ -320,6 +321,15 @@ class MediaCache:
         parent = Path(os.path.realpath(path.parent if path != self.root else path))
         if parent != root and root not in parent.parents:
             raise BlobError(MarkerReason.CACHE_ERROR, "cache error: path escapes the cache")
+
+
+_MIME_TOKEN = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+
+
+def safe_mime(mime: str | None) -> str:
+    """The claimed MIME type if it is a plain `type/subtype` token, else octet-stream."""
+    base = (mime or "").split(";", 1)[0].strip().lower()
+    return base if _MIME_TOKEN.fullmatch(base) else "application/octet-stream"
 
 
 def _require_format(kind: MediaKind, head: bytes) -> Format:

@@ -24,9 +24,12 @@ _WINDOWS_RESERVED = frozenset(
 _WINDOWS_FORBIDDEN = frozenset('<>:"|?*')
 
 
+_TAGS = re.compile("[\U000e0000-\U000e007f]")
+
+
 def strip_tag_characters(text: str) -> str:
     """Remove Unicode tag characters (U+E0000-U+E007F), a known hidden-prompt carrier."""
-    return "".join(ch for ch in text if not 0xE0000 <= ord(ch) <= 0xE007F)
+    return _TAGS.sub("", text)
 
 
 def _is_unsafe_char(ch: str) -> bool:
@@ -66,12 +69,12 @@ def _clean(raw: str) -> str:
     if name in ("", ".", ".."):
         return ""
     stem, ext = _split_extension(name)
-    if stem.split(".")[0].upper() in _WINDOWS_RESERVED:
-        stem = "_" + stem
     budget = MAX_NAME_CHARS - len(ext)
     stem = _clamp_utf8_safe(stem, budget).rstrip(". ")
     if not stem:
         stem = "resource"
+    if stem.split(".")[0].rstrip(" ").upper() in _WINDOWS_RESERVED:
+        stem = _clamp_utf8_safe("_" + stem, budget)
     return stem + ext
 
 

@@ -143,6 +143,8 @@ def verify_image(path: Path, head: bytes, max_pixels: int = DEFAULT_MAX_IMAGE_PI
     if looks_like_markup(head) and sniff_image(head) is None:
         raise ImageCheckError("not an image: the bytes are markup (HTML/SVG)")
     with warnings.catch_warnings():
+        # Pillow warns about odd metadata (corrupt EXIF, ...): not our concern here.
+        warnings.simplefilter("ignore")
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
             with Image.open(path) as img:

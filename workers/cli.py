@@ -30,17 +30,20 @@ class CliError(Exception):
 
 
 def _read_input(source: str) -> str:
-    if source == "-":
-        return sys.stdin.read()
     try:
-        return Path(source).read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        return data.decode("utf-8-sig")  # a leading BOM is not an error
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read {source}: {exc}") from None
 
 
 def _print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, ensure_ascii=False)
-    sys.stdout.write("\n")
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value)  # lone surrogates: only their escaped form is valid UTF-8
+    sys.stdout.write(text + "\n")
 
 
 def enabled_capabilities(settings: Settings) -> frozenset[Capability]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -14,6 +15,7 @@ from pipelines.errors import PermanentError
 from pipelines.results import Envelope, ResultKey, Sidecars, StageOutcome, Status
 from workers.capabilities import CapabilitySpec
 from workers.resources import Resources
+from workers.settings import Settings
 from workers.store import Claim, ResultStore, reusable
 
 log = logging.getLogger(__name__)
@@ -48,11 +50,34 @@ def _renewing(store: ResultStore, claim: Claim, ttl: float) -> Iterator[None]:
         thread.join(timeout=5)
 
 
+def checked_input(settings: Settings, key: ResultKey, path: Path) -> Path:
+    """The path a message names, only if it is the cached blob its key names.
+
+    Whoever can publish on the queue chooses the path: without this a job could make a
+    worker read any file it can read (and send it to the vision provider).
+    """
+    real = path.resolve()
+    if not real.is_relative_to(settings.cache_root.resolve()) or not real.is_file():
+        raise PermanentError(f"job input is not a file in the cache: {path}")
+    digest = hashlib.sha256()
+    with real.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != key.sha256:
+        raise PermanentError(f"job input {path} does not match the sha256 of its key")
+    return real
+
+
 def run_stage(
-    spec: CapabilitySpec, resources: Resources, path: Path, params: Mapping[str, Any]
+    spec: CapabilitySpec,
+    resources: Resources,
+    path: Path,
+    params: Mapping[str, Any],
+    key: ResultKey,
 ) -> StageOutcome:
     """The stage with its errors mapped: permanent -> failed; transient ones propagate."""
     try:
+        path = checked_input(resources.settings, key, path)
         return spec.stage(resources, path, params)
     except spec.transient:
         raise
@@ -107,7 +132,7 @@ def execute(
         started = time.monotonic()
         started_at = time.time()
         with _renewing(store, claim, ttl):
-            outcome = run_stage(spec, resources, path, params)
+            outcome = run_stage(spec, resources, path, params, key)
         envelope = Envelope(
             status=outcome.status,
             key=key,
@@ -143,7 +168,7 @@ def _execute_inline(
         return existing
     started = time.monotonic()
     started_at = time.time()
-    outcome = run_stage(spec, resources, path, params)
+    outcome = run_stage(spec, resources, path, params, key)
     envelope = Envelope(
         status=outcome.status,
         key=key,
