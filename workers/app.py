@@ -35,6 +35,8 @@ def create_app(settings: Settings, url: str) -> Celery:
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
+        # A replacement pool child loads its models before it reports in: give it time.
+        worker_proc_alive_timeout=120,
         worker_cancel_long_running_tasks_on_connection_loss=True,
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,

@@ -33,7 +33,8 @@ class CapabilitySpec:
     max_retries: int
     version: Callable[[Settings], str]
     stage: Stage
-    probe: Callable[[Resources], object]
+    load: Callable[[Resources], object]  # load this capability's engines in this process
+    probe: Callable[[Resources], object]  # prove they work (run once, in a throwaway process)
 
     def time_limits(self, settings: Settings, input_bytes: int) -> tuple[float, float]:
         """(soft, hard) seconds: a fast tier for vision, a tier scaled by size for speech."""
@@ -67,6 +68,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             max_retries=3,
             version=_vision_version,
             stage=lambda res, path, params: stages.summarize(res, path),
+            load=lambda res: res.vision_provider(),
             probe=lambda res: stages.probe_vision(res),
         ),
         CapabilitySpec(
@@ -79,6 +81,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             max_retries=2,
             version=speech.stt_version,
             stage=lambda res, path, params: stages.transcribe(res, path),
+            load=lambda res: res.transcriber(),
             probe=lambda res: stages.probe_stt(res),
         ),
         CapabilitySpec(
@@ -91,6 +94,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             max_retries=2,
             version=speech.tts_version,
             stage=lambda res, path, params: stages.synthesize(res, path),
+            load=lambda res: res.synthesizer(),
             probe=lambda res: stages.probe_tts(res),
         ),
     )

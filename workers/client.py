@@ -62,6 +62,7 @@ class MediaClient:
 
     def close(self) -> None:
         self.store.redis.close()
+        self.app.close()
 
     def version(self, capability: Capability) -> str:
         if capability not in self._versions:
@@ -140,6 +141,7 @@ class MediaClient:
         """Poll until every handle has a finished envelope or the deadline passes."""
         deadline = time.monotonic() + timeout
         current = list(handles)
+        polls = 0
         while True:
             open_keys = [h.key for h in current if h.envelope is None]
             if open_keys:
@@ -152,7 +154,9 @@ class MediaClient:
                 ]
             if all(h.envelope is not None for h in current) or time.monotonic() >= deadline:
                 return current
-            time.sleep(POLL)
+            # Short jobs finish within milliseconds: poll fast first, then back off.
+            time.sleep(min(POLL, 0.002 * 2**polls))
+            polls += 1
 
     def result(self, ident: str) -> tuple[str | None, ResultKey | None, Envelope | None]:
         """A result by job id or by sha256 (newest processor version for that hash)."""

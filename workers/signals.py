@@ -38,6 +38,8 @@ class TraceFilter(logging.Filter):
 
 
 def install_log_format(logger: logging.Logger) -> None:
+    # Celery logs every task's full return value at INFO; our own `end` line says enough.
+    logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
     for handler in logger.handlers:
         handler.addFilter(TraceFilter())
         handler.setFormatter(logging.Formatter(LOG_FORMAT))
@@ -73,7 +75,7 @@ def _on_process_init(app: Celery) -> None:
     res = resources.for_process(app.conf.mcp_media_settings, app.conf.broker_url)
     for queue in queues:
         started = time.monotonic()
-        for_queue(queue).probe(res)
+        for_queue(queue).load(res)
         log.info("%s engines loaded in this process in %.2f s", queue, time.monotonic() - started)
 
 

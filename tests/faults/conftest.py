@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -163,30 +162,7 @@ class RssSampler:
 
 def start_fault_worker(cluster: Cluster, queues: str, concurrency: int) -> Worker:
     """The production worker plus a task that kills its own process (tests/support)."""
-    log = cluster.home / "logs" / f"fault-worker-{len(cluster.workers)}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "tests.support.fault_worker",
-        "--queues",
-        queues,
-        "--concurrency",
-        str(concurrency),
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env=cluster.env(),
-            start_new_session=True,
-        )
-    worker = Worker(proc, log, queues)
-    cluster.workers.append(worker)
-    worker.wait_ready()
-    return worker
+    return cluster.start_worker(queues, concurrency, entry=("tests.support.fault_worker",))
 
 
 def wait_for(predicate: object, timeout: float, interval: float = 0.05) -> bool:

@@ -98,15 +98,21 @@ class Cluster:
         return MediaClient.connect(self.settings(**extra))
 
     def start_worker(
-        self, queues: str = "vision", concurrency: int = 4, *, wait: bool = True, **extra: str
+        self,
+        queues: str = "vision",
+        concurrency: int = 4,
+        *,
+        wait: bool = True,
+        entry: Sequence[str] = ("workers.cli", "worker"),
+        **extra: str,
     ) -> Worker:
+        """`mcp-media worker` (or another module taking the same flags) as a process."""
         log = self.home / "logs" / f"worker-{queues}-{len(self.workers)}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         cmd = [
             sys.executable,
             "-m",
-            "workers.cli",
-            "worker",
+            *entry,
             "--queues",
             queues,
             "--concurrency",
