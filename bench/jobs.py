@@ -26,7 +26,7 @@ from pipelines.render import annotate, wrap_untrusted
 from pipelines.results import Status
 from pipelines.vision import OutcomeStatus, make_provider, summarize_image
 from workers import keys
-from workers.cli import render_with_jobs
+from workers.cli_common import render_with_jobs
 from workers.client import JobHandle
 from workers.resources import vision_config
 

@@ -47,7 +47,7 @@ def _wait_ready(children: list[Child], timeout: float) -> None:
 
 
 def run_demo(settings: Settings, sample: Path = SAMPLE, wait: float = 120.0) -> int:
-    from workers.cli import render_with_jobs
+    from workers.cli_common import render_with_jobs
 
     started = time.monotonic()
     prepare(settings.home, log=_say)

@@ -1,0 +1,129 @@
+"""CLI commands that run and watch the cluster: status, reprocess, worker, up, models, demo."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from workers.cli_common import CliError, print_json
+from workers.settings import Settings
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from workers.status import collect, format_status
+
+    while True:
+        report = collect(settings)
+        if args.json:
+            print_json(report)
+        else:
+            if args.watch and sys.stdout.isatty():
+                sys.stdout.write("\x1b[H\x1b[2J")
+            sys.stdout.write(format_status(report))
+        sys.stdout.flush()
+        if not args.watch:
+            return 0
+        try:
+            time.sleep(args.interval)
+        except KeyboardInterrupt:
+            return 0
+
+
+def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import datetime
+
+    from pipelines.media import MediaKind
+    from workers.client import MediaClient
+    from workers.reprocess import AlreadyRunning, Selection, run
+
+    kinds = {
+        "image": (MediaKind.IMAGE,),
+        "audio": (MediaKind.AUDIO,),
+        "all": (MediaKind.IMAGE, MediaKind.AUDIO),
+    }[args.kind]
+    if settings.vision.resolved_provider == "none":
+        kinds = tuple(k for k in kinds if k is not MediaKind.IMAGE)
+    try:
+        since = datetime.fromisoformat(args.since) if args.since else None
+    except ValueError:
+        raise CliError(f"--since {args.since!r} is not a date (YYYY-MM-DD[THH:MM])") from None
+    selection = Selection(
+        kinds=kinds,
+        mode="all" if args.all else "missing",
+        include_degraded=args.include_degraded,
+        since=since,
+        limit=args.limit,
+    )
+    client = MediaClient.connect(settings)
+    try:
+        tally = run(client, selection, high_water=settings.jobs.high_water, dry_run=args.dry_run)
+    except AlreadyRunning as exc:
+        raise CliError(str(exc)) from None
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        client.close()
+    if args.json:
+        print_json(tally.summary() | ({"by_kind": tally.by_kind} if args.dry_run else {}))
+    elif args.dry_run:
+        shown = ", ".join(f"{k}: {v}" for k, v in sorted(tally.by_kind.items())) or "nothing"
+        sys.stdout.write(f"would enqueue {tally.selected} ({shown}); {tally.skipped} up to date\n")
+    else:
+        sys.stdout.write(" ".join(f"{k}={v}" for k, v in tally.summary().items()) + "\n")
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.app import get_app
+    from workers.supervisor import worker_argv
+
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    from workers.capabilities import QUEUES
+
+    unknown = set(queues) - set(QUEUES)
+    if unknown or not queues:
+        raise CliError(f"unknown queue(s) {sorted(unknown)}; choose from {', '.join(QUEUES)}")
+    from workers.readiness import check_ready
+
+    check_ready(settings, queues)
+    os.environ["MCP_MEDIA_WORKER_QUEUES"] = ",".join(queues)
+    app = get_app()
+    app.worker_main(worker_argv(settings, queues, args.concurrency))
+    return 0
+
+
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.up import run_up
+
+    return run_up(settings, grace=args.grace)
+
+
+def _log_line(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
+    from workers import models
+
+    if args.action == "prepare":
+        infos = models.prepare(settings.home, args.names or None, log=_log_line)
+    else:
+        infos = models.list_models(settings.home)
+    if args.json:
+        print_json([info.to_json() for info in infos])
+    else:
+        for info in infos:
+            sys.stdout.write(
+                f"{info.name:24} {info.kind.value:4} {info.size_bytes / 1e6:7.1f} MB  "
+                f"{info.licence:12} {info.source}  {info.path}\n"
+            )
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.demo import run_demo
+
+    return run_demo(settings)

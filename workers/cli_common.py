@@ -1,0 +1,95 @@
+"""What the CLI commands share: input, JSON output, running jobs, rendering their results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pipelines.ingest import ALL_CAPABILITIES
+from pipelines.media import Capability, JobRequest
+from pipelines.render import RenderedResult, annotate, pending_line, wrap_untrusted
+from pipelines.results import Envelope, Status
+from workers.settings import Settings
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A one-line error for the user; exit code 2."""
+
+
+def read_input(source: str) -> str:
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        return data.decode("utf-8-sig")  # a leading BOM is not an error
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {source}: {exc}") from None
+
+
+def print_json(value: Any) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value)  # lone surrogates: only their escaped form is valid UTF-8
+    sys.stdout.write(text + "\n")
+
+
+def enabled_capabilities(settings: Settings) -> frozenset[Capability]:
+    if settings.vision.resolved_provider == "none":
+        return ALL_CAPABILITIES - {Capability.VISION_SUMMARIZE}
+    return ALL_CAPABILITIES
+
+
+def result_note(envelope: Envelope) -> str | None:
+    """What the agent sees for a finished job: only `done` results say anything."""
+    if envelope.status is not Status.DONE:
+        return None
+    output = envelope.output
+    body = output.get("summary") if "summary" in output else output.get("text")
+    if not isinstance(body, str) or not body.strip():
+        return None
+    return wrap_untrusted(envelope.key.capability.value, body)
+
+
+def job_rows(handles: Sequence[Any]) -> list[dict[str, Any]]:
+    return [h.to_json() for h in handles]
+
+
+def run_jobs(
+    args: argparse.Namespace, settings: Settings, jobs: Sequence[JobRequest], trace_id: str
+) -> list[Any]:
+    if not jobs:
+        return []
+    if getattr(args, "inline", False):
+        from workers.inline import run_inline
+
+        return run_inline(settings, jobs, trace_id)
+    from workers.client import MediaClient
+
+    client = MediaClient.connect(settings)
+    try:
+        handles = client.submit(jobs, trace_id=trace_id)
+        if args.wait:
+            handles = client.wait(handles, args.wait)
+        return handles
+    finally:
+        client.close()
+
+
+def render_with_jobs(rendered: RenderedResult, handles: Sequence[Any]) -> str:
+    notes: dict[str, list[str]] = {}
+    for handle in handles:
+        if handle.envelope is not None:
+            note = result_note(handle.envelope)
+            if note:
+                notes.setdefault(handle.key.sha256, []).append(note)
+        else:
+            notes.setdefault(handle.key.sha256, []).append(
+                pending_line(handle.key.capability.value, handle.id)
+            )
+    return annotate(rendered.text, rendered.media, notes)

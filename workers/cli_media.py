@@ -1,0 +1,190 @@
+"""CLI commands that work on media: ingest, describe, transcribe, speak, result."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pipelines import ingest
+from pipelines.errors import InvalidToolResult
+from pipelines.media import Capability, JobRequest
+from pipelines.render import pending_line
+from pipelines.results import Status
+from workers.cli_common import (
+    CliError,
+    enabled_capabilities,
+    job_rows,
+    print_json,
+    read_input,
+    render_with_jobs,
+    result_note,
+    run_jobs,
+)
+from workers.settings import Settings
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    text = read_input(args.file)
+    try:
+        rendered = ingest(
+            text,
+            cache=settings.media_cache(),
+            server=args.server,
+            capabilities=enabled_capabilities(settings),
+        )
+    except InvalidToolResult as exc:
+        raise CliError(str(exc)) from None
+    trace_id = args.trace_id or uuid.uuid4().hex[:16]
+    handles = run_jobs(args, settings, rendered.jobs, trace_id)
+    agent_text = render_with_jobs(rendered, handles) if handles else rendered.text
+    if args.json:
+        out: dict[str, Any] = dict(rendered.to_json())
+        out["text"] = agent_text
+        out["trace_id"] = trace_id
+        if handles:
+            out["jobs"] = job_rows(handles)
+        print_json(out)
+    else:
+        sys.stdout.write(agent_text + "\n")
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.single import store_file
+
+    stored = store_file(settings, Path(args.image), "image")
+    job = JobRequest(Capability.VISION_SUMMARIZE, stored.sha256, stored.path)
+    handles = run_jobs(args, settings, [job], args.trace_id or uuid.uuid4().hex[:16])
+    (handle,) = handles
+    if args.json:
+        print_json(handle.to_json())
+    elif handle.envelope is None:
+        sys.stdout.write(pending_line(job.capability.value, handle.id) + "\n")
+    else:
+        note = result_note(handle.envelope)
+        reason = handle.envelope.reason or "no summary"
+        sys.stdout.write((note or f"[no summary: {reason}]") + "\n")
+    return 0
+
+
+def _transcript_json(handle: Any) -> dict[str, Any]:
+    out = handle.envelope.output if handle.envelope is not None else {}
+    return {
+        "text": out.get("text"),
+        "segments": [
+            {"start": seg["start"], "end": seg["end"], "text": seg["text"]}
+            for seg in out.get("segments", [])
+        ],
+        "language": out.get("language"),
+        "duration_s": out.get("duration_s"),
+        "status": handle.status.value,
+        "id": handle.id,
+        "reason": handle.envelope.reason if handle.envelope is not None else None,
+    }
+
+
+def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.speech.stt import Segment, Transcript, format_transcript
+    from workers.single import store_file
+
+    stored = store_file(settings, Path(args.file), "audio")
+    job = JobRequest(Capability.AUDIO_TRANSCRIBE, stored.sha256, stored.path)
+    (handle,) = run_jobs(args, settings, [job], args.trace_id or uuid.uuid4().hex[:16])
+    if args.json:
+        print_json(_transcript_json(handle))
+        return 0
+    if handle.envelope is None:
+        sys.stdout.write(pending_line(job.capability.value, handle.id) + "\n")
+        return 0
+    if handle.envelope.status is not Status.DONE:
+        sys.stderr.write(f"mcp-media: transcription {handle.status}: {handle.envelope.reason}\n")
+        return 1
+    out = handle.envelope.output
+    transcript = Transcript(
+        text=out["text"],
+        segments=tuple(Segment(s["start"], s["end"], s["text"]) for s in out["segments"]),
+        language=out["language"],
+        duration_s=out["duration_s"],
+        processing_s=out.get("processing_s", 0.0),
+    )
+    sys.stdout.write(format_transcript(transcript, args.format).rstrip("\n") + "\n")
+    return 0
+
+
+def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.speech import store_request, synthesis_request
+
+    text = sys.stdin.read() if args.text == "-" else args.text
+    if args.voice:
+        settings.tts.voice = args.voice
+    if args.stream:
+        from workers.streaming import speak_stream
+
+        return speak_stream(settings, text, args)
+    params = synthesis_request(text, settings, args.format, args.speed)
+    request = store_request(settings, params)
+    job = JobRequest(Capability.AUDIO_SYNTHESIZE, request.sha256, request.path)
+    if not args.inline and not args.wait:
+        args.wait = 120.0  # speaking is the whole point of the command: wait by default
+    (handle,) = run_jobs(args, settings, [job], args.trace_id or uuid.uuid4().hex[:16])
+    out = handle.envelope.output if handle.envelope is not None else {}
+    path = out.get("path")
+    if path and args.out:
+        import shutil
+
+        shutil.copyfile(path, args.out)
+        path = str(Path(args.out).resolve())
+    media_tag = None
+    if path:
+        media_tag = ("[[audio_as_voice]]\n" if out.get("format") == "ogg" else "") + f"MEDIA:{path}"
+    row = {
+        "path": path,
+        "format": out.get("format", params["format"]),
+        "duration_s": out.get("duration_s"),
+        "media_tag": media_tag,
+        "status": handle.status.value,
+    }
+    if args.json:
+        row["id"] = handle.id
+        row["reason"] = handle.envelope.reason if handle.envelope is not None else None
+        print_json(row)
+    elif media_tag:
+        sys.stdout.write(f"{media_tag}\n")
+        sys.stderr.write(f"mcp-media: {row['duration_s']} s of speech\n")
+    elif handle.envelope is None:
+        sys.stdout.write(pending_line(job.capability.value, handle.id) + "\n")
+    else:
+        sys.stderr.write(f"mcp-media: speech {handle.status}: {handle.envelope.reason}\n")
+        return 1
+    return 0
+
+
+def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.client import MediaClient
+
+    client = MediaClient.connect(settings)
+    try:
+        job_id, key, envelope = client.result(args.ident)
+        status = envelope.status.value if envelope else None
+        if envelope is None and key is not None:
+            status = "running" if client.store.claimed(key) else "pending"
+    finally:
+        client.close()
+    row = {
+        "id": job_id,
+        "capability": key.capability.value if key else None,
+        "sha256": key.sha256 if key else None,
+        "status": status or "unknown",
+        "result": envelope.to_json() if envelope else None,
+    }
+    if args.json:
+        print_json(row)
+    else:
+        sys.stdout.write(f"{row['id']} {row['capability']} {row['status']}\n")
+        if envelope is not None:
+            note = result_note(envelope)
+            sys.stdout.write((note or f"reason: {envelope.reason}") + "\n")
+    return 0
