@@ -13,6 +13,18 @@ import unicodedata
 from collections.abc import Callable
 
 from pipelines.errors import PermanentError
+from pipelines.speech.numbers import (
+    MONTHS,
+    ONES,
+    TENS,
+    decimal_to_words,
+    digits_to_words,
+    integer_words,
+    number_to_words,
+    ordinal_to_words,
+    word_table,
+    year_to_words,
+)
 
 DEFAULT_MAX_CHARS = 20_000
 DEFAULT_SENTENCE_CHARS = 300
@@ -28,92 +40,6 @@ class TextTooLongError(TextError):
 
 class EmptyTextError(TextError):
     pass
-
-
-def _words(spec: str) -> list[str]:
-    return spec.split()
-
-
-def _table(spec: str) -> dict[str, str]:
-    return dict(pair.split("=", 1) for pair in spec.split(";"))
-
-
-_ONES = _words(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
-    " fifteen sixteen seventeen eighteen nineteen"
-)
-_TENS = _words("_ _ twenty thirty forty fifty sixty seventy eighty ninety")
-_SCALES = ("", " thousand", " million", " billion", " trillion", " quadrillion")
-_ORDINALS = _table(
-    "one=first;two=second;three=third;five=fifth;eight=eighth;nine=ninth;twelve=twelfth"
-)
-MONTHS = _words(
-    "January February March April May June July August September October November December"
-)
-
-
-def digits_to_words(digits: str) -> str:
-    return " ".join(_ONES[int(d)] for d in digits if d.isdigit())
-
-
-def number_to_words(n: int) -> str:
-    """Cardinal number in words; beyond the quadrillions it is read digit by digit."""
-    if n < 0:
-        return "minus " + number_to_words(-n)
-    if n < 20:
-        return _ONES[n]
-    if n < 100:
-        tens, ones = divmod(n, 10)
-        return _TENS[tens] + (f"-{_ONES[ones]}" if ones else "")
-    if n < 1000:
-        hundreds, rest = divmod(n, 100)
-        return f"{_ONES[hundreds]} hundred" + (f" {number_to_words(rest)}" if rest else "")
-    if n >= 1000 ** len(_SCALES):
-        return digits_to_words(str(n))
-    parts: list[str] = []
-    for scale in _SCALES:
-        n, chunk = divmod(n, 1000)
-        if chunk:
-            parts.append(number_to_words(chunk) + scale)
-        if not n:
-            break
-    return " ".join(reversed(parts))
-
-
-def ordinal_to_words(n: int) -> str:
-    words = number_to_words(n)
-    cut = max(words.rfind(" "), words.rfind("-")) + 1
-    head, last = words[:cut], words[cut:]
-    if last in _ORDINALS:
-        return head + _ORDINALS[last]
-    if last.endswith("y"):
-        return head + last[:-1] + "ieth"
-    return head + last + "th"
-
-
-def year_to_words(year: int) -> str:
-    """1999 -> nineteen ninety-nine, 2005 -> two thousand five, 1905 -> nineteen oh five."""
-    if not 1000 <= year <= 9999 or 2000 <= year <= 2009:
-        return number_to_words(year)
-    high, low = divmod(year, 100)
-    if low == 0:
-        return f"{number_to_words(high)} hundred"
-    if low < 10:
-        return f"{number_to_words(high)} oh {_ONES[low]}"
-    return f"{number_to_words(high)} {number_to_words(low)}"
-
-
-def decimal_to_words(text: str) -> str:
-    """'1,234.50' -> one thousand two hundred thirty-four point five zero."""
-    whole, _, frac = text.replace(",", "").partition(".")
-    words = _integer_words(whole) if whole else "zero"
-    return f"{words} point {digits_to_words(frac)}" if frac else words
-
-
-def _integer_words(digits: str) -> str:
-    if len(digits) > 1 and digits.startswith("0"):
-        return digits_to_words(digits)  # 007, zip codes: say each digit
-    return number_to_words(int(digits))
 
 
 # Markdown, HTML, emoji ---------------------------------------------------------------------
@@ -200,7 +126,7 @@ _MONTH_RE = "|".join(MONTHS)
 # symbol: one, many, one hundredth, many hundredths
 _CURRENCIES = {
     symbol: tuple(names.split(","))
-    for symbol, names in _table(
+    for symbol, names in word_table(
         "$=dollar,dollars,cent,cents;€=euro,euros,cent,cents;£=pound,pounds,penny,pence;"
         "¥=yen,yen,,;₹=rupee,rupees,paisa,paise"
     ).items()
@@ -208,7 +134,7 @@ _CURRENCIES = {
 _CODES = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥", "INR": "₹"}
 _MAGNITUDES = {"k": "thousand", "m": "million", "bn": "billion", "b": "billion", "t": "trillion"}
 _MAGNITUDES |= {w: w for w in ("thousand", "million", "billion", "trillion")}
-_UNITS = _table(
+_UNITS = word_table(
     "km/h=kilometers per hour;mph=miles per hour;km=kilometers;kg=kilograms;"
     "cm=centimeters;mm=millimeters;mg=milligrams;ml=milliliters;lbs=pounds;"
     "ms=milliseconds;GB=gigabytes;MB=megabytes;KB=kilobytes;TB=terabytes;GHz=gigahertz;"
@@ -269,7 +195,7 @@ def _clock(m: re.Match[str]) -> str:
         if mins == 0:
             words += "" if ampm else " hundred" if h > 12 or hour.startswith("0") else " o'clock"
         elif mins < 10:
-            words += f" oh {_ONES[mins]}"
+            words += f" oh {ONES[mins]}"
         else:
             words += f" {number_to_words(mins)}"
     if second and int(second):
@@ -302,7 +228,7 @@ def number_text(text: str) -> str:
     """'1,234' / '3.14' / '007' in words."""
     if "." in text:
         return decimal_to_words(text)
-    return _integer_words(text.replace(",", ""))
+    return integer_words(text.replace(",", ""))
 
 
 _Rule = tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]
@@ -313,7 +239,7 @@ def _rules(*pairs: tuple[str, str | Callable[[re.Match[str]], str]], flags: int 
 
 
 # Expanded wherever they appear with their dot.
-_ABBR = _table(
+_ABBR = word_table(
     "Mr=Mister;Mrs=Missus;Ms=Miz;Prof=Professor;Jr=Junior;Sr=Senior;approx=approximately;"
     "Inc=Incorporated.;Ltd=Limited.;Ave=Avenue;Dept=Department;etc=et cetera.;vs=versus"
 )
@@ -373,14 +299,14 @@ _NUMERIC = _rules(
     ),
     (r"\b(\d+)(?:st|nd|rd|th)\b", lambda m: ordinal_to_words(int(m.group(1)))),
     (r"\b(1\d|20)(\d0)s\b", lambda m: _plural(year_to_words(int(m.group(1) + m.group(2))))),
-    (r"'(\d)0s\b", lambda m: _TENS[int(m.group(1))][:-1] + "ies"),
+    (r"'(\d)0s\b", lambda m: TENS[int(m.group(1))][:-1] + "ies"),
     (
         r"(?<=\d)\s?(" + "|".join(re.escape(u) for u in _UNITS) + r")(?![\w°])",
         lambda m: " " + _UNITS[m.group(1)],
     ),
     (r"\b(\d{1,2})/(2|3|4|5|6|8|10|16)\b", _fraction),
     (r"\b24/7\b", "twenty-four seven"),
-    (r"\b\d+(?:\.\d+){2,}\b", lambda m: " point ".join(map(_integer_words, m.group().split(".")))),
+    (r"\b\d+(?:\.\d+){2,}\b", lambda m: " point ".join(map(integer_words, m.group().split(".")))),
     (r"(?<=\d)\s*[-–]\s*(?=\d)", " to "),
     (r"(?<=\d)\s*[×*]\s*(?=\d)", " times "),
     (r"(?<=\d)\s*x\s*(?=\d)", " by "),
