@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 import time
 from collections import Counter
@@ -93,11 +92,7 @@ def report(
         f"duplicated={duplicated} max_latency={max_latency:.1f}s"
         + "".join(f" {k}={v}" for k, v in extra.items())
     )
-    # Past pytest's capture: these lines are the suite's output.
-    out = sys.__stdout__
-    assert out is not None
-    out.write(line + "\n")
-    out.flush()
+    _LINES.append(line)
     with REPORT.open("a") as out:
         out.write(
             json.dumps(
@@ -113,6 +108,17 @@ def report(
             )
             + "\n"
         )
+
+
+_LINES: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The scenario lines are the suite's output: print them after the results."""
+    if _LINES:
+        terminalreporter.section("fault scenarios")
+        for line in _LINES:
+            terminalreporter.write_line(line)
 
 
 def descendants(pid: int) -> list[int]:
