@@ -42,10 +42,11 @@ class CapabilitySpec:
         if self.queue == "vision":
             soft = max(jobs.vision_soft_limit, settings.vision.timeout + 10)
         else:
+            # STT input is compressed audio (8 kb/s speech: ~17 min per MiB); TTS input is
+            # the request text (1 MiB would be a book): each gets its own rate.
+            per_mib = jobs.stt_seconds_per_mib if self.queue == "stt" else jobs.tts_seconds_per_mib
             mib = input_bytes / (1024 * 1024)
-            soft = min(
-                jobs.speech_soft_limit + jobs.speech_seconds_per_mib * mib, jobs.speech_max_limit
-            )
+            soft = min(jobs.speech_soft_limit + per_mib * mib, jobs.speech_max_limit)
         return soft, soft + 30
 
 

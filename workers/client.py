@@ -155,7 +155,7 @@ class MediaClient:
             if all(h.envelope is not None for h in current) or time.monotonic() >= deadline:
                 return current
             # Short jobs finish within milliseconds: poll fast first, then back off.
-            time.sleep(min(POLL, 0.002 * 2**polls))
+            time.sleep(min(POLL, 0.002 * 2 ** min(polls, 5)))
             polls += 1
 
     def result(self, ident: str) -> tuple[str | None, ResultKey | None, Envelope | None]:

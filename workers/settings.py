@@ -70,6 +70,7 @@ class SpeechSettings(BaseModel):
 
 class SttSettings(SpeechSettings):
     max_seconds: float = Field(default=7200.0, gt=0)
+    vad_model: Path | None = None  # default: <home>/models/silero-vad/silero_vad.onnx
 
 
 class TtsSettings(SpeechSettings):
@@ -87,8 +88,9 @@ class JobSettings(BaseModel):
     result_ttl: int = Field(default=7 * 24 * 3600, ge=60)  # Redis index; sidecars stay
     vision_soft_limit: float = Field(default=45.0, gt=0)
     speech_soft_limit: float = Field(default=120.0, gt=0)  # plus time per input MiB
-    speech_seconds_per_mib: float = Field(default=60.0, ge=0)
-    speech_max_limit: float = Field(default=3 * 3600.0, gt=0)
+    stt_seconds_per_mib: float = Field(default=150.0, ge=0)
+    tts_seconds_per_mib: float = Field(default=20000.0, ge=0)  # ~20 s per 1000 characters
+    speech_max_limit: float = Field(default=1800.0, gt=0)  # 2 h of audio at RTF 0.25
     high_water: int = Field(default=500, ge=1)  # reprocess waits while a queue holds more
 
 

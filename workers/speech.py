@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import PermanentError
+from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import MediaKind, StoredBlob
 from pipelines.results import StageOutcome, Status, processor_version
 from pipelines.speech.stt import SttConfig, Transcriber, load_transcriber, load_vad, transcribe
@@ -24,10 +24,12 @@ VAD_DEFAULT = "silero-vad"
 
 def stt_config(settings: Settings) -> SttConfig:
     model_dir = settings.stt.model_dir or settings.models_root / STT_DEFAULT
-    vad = settings.models_root / VAD_DEFAULT / "silero_vad.onnx"
+    vad = settings.stt.vad_model or settings.models_root / VAD_DEFAULT / "silero_vad.onnx"
+    if settings.stt.vad_model is not None and not vad.exists():
+        raise ConfigError(f"MCP_MEDIA_STT__VAD_MODEL {vad} does not exist")
     return SttConfig(
         model_dir=model_dir,
-        vad_model=vad if vad.is_file() else None,
+        vad_model=vad if vad.exists() else None,
         threads=settings.stt.threads,
         max_seconds=settings.stt.max_seconds,
         max_bytes=settings.max_blob_bytes,

@@ -5,15 +5,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipelines.errors import PermanentError
+from pipelines.speech.numbers import number_to_words, ordinal_to_words, year_to_words
 from pipelines.speech.text import (
     EmptyTextError,
     TextTooLongError,
     normalize,
-    number_to_words,
-    ordinal_to_words,
     prepare,
     split_sentences,
-    year_to_words,
 )
 
 pytestmark = pytest.mark.unit
