@@ -2,29 +2,25 @@
 
 `BenchCluster` makes a temporary MCP_MEDIA_HOME (models linked from the prepared home),
 starts the embedded redis-server there, starts `mcp-media worker` processes on demand and
-stops everything it started on exit. `FakeProvider` is a minimal OpenAI-protocol
-chat-completions endpoint with a fixed latency and a request counter.
+stops everything it started on exit. Worker processes and the fake OpenAI-protocol provider
+are the test suite's own (`tests/support/`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 import redis
 
+from tests.support.cluster import Worker
 from workers.broker import Broker, ensure_embedded, stop_embedded
 from workers.client import MediaClient
 from workers.models import prepare
@@ -43,131 +39,6 @@ def models_root() -> Path:
     home = Path(os.environ.get("MCP_MEDIA_HOME") or ROOT / ".home")
     prepare(home, log=_log)
     return home / "models"
-
-
-class FakeProvider:
-    """POST .../chat/completions answered after `latency` seconds; counts requests."""
-
-    def __init__(self, latency: float = 0.0, reply: str = "A test image.") -> None:
-        self.latency = latency
-        self.reply = reply
-        self.requests = 0
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
-
-    def count(self) -> int:
-        with self._lock:
-            return self.requests
-
-    def answer(self) -> bytes:
-        with self._lock:
-            self.requests += 1
-            latency = self.latency
-        if latency:
-            self._stopping.wait(latency)
-        message = {"role": "assistant", "content": self.reply}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        body = {
-            "id": "chatcmpl-bench",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": "bench-vision",
-            "choices": [choice],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
-        return json.dumps(body).encode()
-
-
-def _handler_for(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
-            if self.path.rstrip("/").endswith("/chat/completions"):
-                status, data = 200, fake.answer()
-            else:
-                status, data = 404, b'{"error": {"message": "not found"}}'
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
-
-
-class Worker:
-    """One `mcp-media worker` process (its own session: the group holds its pool children)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], log: Path, name: str) -> None:
-        self.proc = proc
-        self.log = log
-        self.name = name
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if " ready." in self.log.read_text(errors="replace"):
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        tail = self.log.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"worker {self.name} not ready (exit {self.proc.poll()}):\n{tail}")
-
-    def children(self) -> list[int]:
-        pid = self.proc.pid
-        try:
-            text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-        except OSError:
-            return []
-        return [int(part) for part in text.split()]
-
-    def peak_rss_mib(self) -> dict[int, float]:
-        """VmHWM of each pool child, in MiB."""
-        peaks: dict[int, float] = {}
-        for child in self.children():
-            with contextlib.suppress(OSError):
-                for line in Path(f"/proc/{child}/status").read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        peaks[child] = int(line.split()[1]) / 1024
-        return peaks
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
 
 
 class BenchCluster:

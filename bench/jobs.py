@@ -17,7 +17,7 @@ from typing import Any
 
 from PIL import Image
 
-from bench.cluster import BenchCluster, FakeProvider
+from bench.cluster import BenchCluster
 from bench.results import record
 from pipelines import MediaCache, ingest
 from pipelines.ingest import validate_image
@@ -25,6 +25,7 @@ from pipelines.media import Capability, MediaKind
 from pipelines.render import annotate, wrap_untrusted
 from pipelines.results import Status
 from pipelines.vision import OutcomeStatus, make_provider, summarize_image
+from tests.support.fake_openai import Behaviour, FakeOpenAI
 from workers import keys
 from workers.cli_common import render_with_jobs
 from workers.client import JobHandle
@@ -47,7 +48,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def _vision_env(fake: FakeProvider) -> dict[str, str]:
+def _vision_env(fake: FakeOpenAI) -> dict[str, str]:
     return {
         "MCP_MEDIA_VISION__BASE_URL": fake.base_url,
         "MCP_MEDIA_VISION__API_KEY": "sk-bench-not-a-real-key",
@@ -82,9 +83,9 @@ def _tool_result(images: Sequence[bytes]) -> dict[str, Any]:
     return {"content": blocks}
 
 
-def _agent_text(cluster: BenchCluster, fake: FakeProvider) -> None:
+def _agent_text(cluster: BenchCluster, fake: FakeOpenAI) -> None:
     """Asynchronous ingest vs summarising each image inline before answering."""
-    fake.latency = LATENCY
+    fake.set(latency=LATENCY)
     settings = cluster.settings()
     cache = settings.media_cache()
     inline_cache = MediaCache(cluster.home / "inline-cache")  # not seen by reprocess later
@@ -155,12 +156,12 @@ def _agent_text(cluster: BenchCluster, fake: FakeProvider) -> None:
     )
 
 
-def _dedup(cluster: BenchCluster, fake: FakeProvider) -> None:
+def _dedup(cluster: BenchCluster, fake: FakeOpenAI) -> None:
     """One image submitted by 100 threads at once: one provider call."""
-    fake.latency = 1.0  # long enough for every submission to land while the job runs
+    fake.set(latency=1.0)  # long enough for every submission to land while the job runs
     cache = cluster.settings().media_cache()
     result = _tool_result([_png(5000)])
-    before = fake.count()
+    before = fake.request_count
     barrier = threading.Barrier(SUBMITTERS)
     with cluster.client() as client:
 
@@ -174,7 +175,7 @@ def _dedup(cluster: BenchCluster, fake: FakeProvider) -> None:
             handles = list(pool.map(submit, range(SUBMITTERS)))
         done = client.wait(handles, timeout=60)
     time.sleep(1.5)  # a duplicate job would have called out by now
-    calls = fake.count() - before
+    calls = fake.request_count - before
     ids = {h.id for h in handles}
     statuses = {h.status.value for h in done}
     print(f"  dedup: {len(ids)} job id(s) for {SUBMITTERS} submissions, statuses {statuses}")
@@ -191,11 +192,11 @@ def _dedup(cluster: BenchCluster, fake: FakeProvider) -> None:
     )
 
 
-def _round_trip(cluster: BenchCluster, fake: FakeProvider) -> None:
+def _round_trip(cluster: BenchCluster, fake: FakeOpenAI) -> None:
     """A job the blank-image guard answers without a provider call: pure job machinery."""
     settings = cluster.settings()
     cache = settings.media_cache()
-    before = fake.count()
+    before = fake.request_count
     waited: list[float] = []
     tight: list[float] = []
     with cluster.client() as client:
@@ -222,7 +223,7 @@ def _round_trip(cluster: BenchCluster, fake: FakeProvider) -> None:
                 waited.append(elapsed)
             elif i >= TRIP_WARMUP + TRIPS:
                 tight.append(elapsed)
-    calls = fake.count() - before
+    calls = fake.request_count - before
     if calls:
         raise RuntimeError(f"blank images reached the provider {calls} times")
     print(
@@ -244,9 +245,9 @@ def _round_trip(cluster: BenchCluster, fake: FakeProvider) -> None:
         )
 
 
-def _reprocess(cluster: BenchCluster, fake: FakeProvider) -> None:
+def _reprocess(cluster: BenchCluster, fake: FakeOpenAI) -> None:
     """`mcp-media reprocess` over 2000 cached images with back-pressure at 200 queued."""
-    fake.latency = 0.0
+    fake.set(latency=0.0)
     cache = cluster.settings().media_cache()
     started = time.perf_counter()
     for i in range(SEEDED):
@@ -320,7 +321,7 @@ def _reprocess(cluster: BenchCluster, fake: FakeProvider) -> None:
 
 
 def run() -> None:
-    with FakeProvider(latency=LATENCY) as fake, BenchCluster(_vision_env(fake)) as cluster:
+    with FakeOpenAI(Behaviour(latency=LATENCY)) as fake, BenchCluster(_vision_env(fake)) as cluster:
         cluster.start_worker("vision", concurrency=4)
         _agent_text(cluster, fake)
         _dedup(cluster, fake)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cluster import BenchCluster, Worker
+from bench.cluster import BenchCluster
 from bench.results import Entry, record
 from pipelines.cache import MediaCache
 from pipelines.media import Capability, JobRequest, MediaKind, StoredBlob
@@ -20,6 +20,7 @@ from pipelines.results import Status
 from pipelines.speech.audio import write_wav
 from pipelines.speech.stt import Samples, load_transcriber, load_vad, transcribe
 from pipelines.speech.tts import TextToSpeech, load_tts
+from tests.support.cluster import Worker
 from workers.client import JobHandle, MediaClient
 from workers.speech import store_request, stt_config, synthesis_request, tts_config
 

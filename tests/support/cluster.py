@@ -44,6 +44,24 @@ class Worker:
             time.sleep(0.1)
         raise AssertionError(f"worker not ready after {timeout} s:\n{self.text()[-3000:]}")
 
+    def children(self) -> list[int]:
+        """The pool children of this worker (prefork), from /proc."""
+        pid = self.proc.pid
+        try:
+            return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except OSError:
+            return []
+
+    def peak_rss_mib(self) -> dict[int, float]:
+        """VmHWM of each pool child, in MiB."""
+        peaks: dict[int, float] = {}
+        for child in self.children():
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{child}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peaks[child] = int(line.split()[1]) / 1024
+        return peaks
+
     def kill(self) -> None:
         """SIGKILL the whole worker (main process and pool children), as a node loss does."""
         with contextlib.suppress(ProcessLookupError):
