@@ -179,9 +179,6 @@ class ResultStore:
         ok = self._sem_acquire(keys=[keys.semaphore(name)], args=[now, now + ttl, limit, token])
         return token if ok else None
 
-    def renew_slot(self, name: str, token: str, ttl: float) -> None:
-        self.redis.zadd(keys.semaphore(name), {token: time.time() + ttl}, xx=True)
-
     def release_slot(self, name: str, token: str) -> None:
         self.redis.zrem(keys.semaphore(name), token)
 
@@ -205,10 +202,6 @@ def _dead_local_owner(token: str) -> bool:
     except PermissionError:
         return False
     return False
-
-
-def finished(envelope: Envelope | None) -> bool:
-    return envelope is not None and envelope.status.finished
 
 
 def reusable(envelope: Envelope | None) -> bool:

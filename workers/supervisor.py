@@ -152,17 +152,3 @@ def raise_on_signals() -> None:
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
-
-
-def wait_for_workers(
-    app_inspect_timeout: float, expected: int, deadline: float, ping: object
-) -> int:
-    """Poll `ping()` (returns the number of workers answering) until `expected` answer."""
-    assert callable(ping)
-    seen = 0
-    while time.monotonic() < deadline:
-        seen = int(ping())
-        if seen >= expected:
-            return seen
-        time.sleep(app_inspect_timeout)
-    return seen
