@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +68,27 @@ def probe_tts(resources: Resources) -> float:
     return speech.duration_s
 
 
+PROBE_PHRASE = "Hello, this is a test."
+
+
 def probe_stt(resources: Resources) -> str:
-    """Recognise a spoken word when a voice is installed, else one second of silence."""
+    """Recognise a spoken phrase when a voice is installed, else one second of silence.
+
+    The phrase is synthesised without noise (noise scales 0): the probe must not depend on
+    a random draw of the voice's sampling noise.
+    """
     import numpy as np
+
+    from pipelines.speech.tts import load_tts
+    from workers.speech import tts_config
 
     transcriber, _ = resources.transcriber()
     rate = transcriber.sample_rate
     try:
-        speech = resources.synthesizer().synthesize("Hello.")
+        voice = load_tts(
+            replace(tts_config(resources.settings), noise_scale=0.0, noise_scale_w=0.0)
+        )
+        speech = voice.synthesize(PROBE_PHRASE)
     except ConfigError:
         return transcriber.transcribe(np.zeros(rate, dtype=np.float32))
     assert speech.samples is not None
@@ -86,6 +100,6 @@ def probe_stt(resources: Resources) -> str:
         wav = write_wav(Path(scratch) / "probe.wav", speech.samples, speech.sample_rate)
         samples = decode_audio(wav, rate).samples
     text = transcriber.transcribe(samples)
-    if "hello" not in text.lower():
-        raise ConfigError(f"speech-to-text probe heard {text!r} instead of 'Hello.'")
+    if "test" not in text.lower():
+        raise ConfigError(f"speech-to-text probe heard {text!r} instead of {PROBE_PHRASE!r}")
     return text
