@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.errors import ConfigError
-from workers.onnx_metadata import read_metadata, write_with_metadata
+from pipelines.onnx_metadata import read_onnx_metadata, write_with_metadata
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -452,7 +452,7 @@ def _check_metadata(spec: ModelSpec, folder: Path) -> None:
     if spec.name not in REQUIRED_METADATA:
         return
     filename, keys = REQUIRED_METADATA[spec.name]
-    missing = keys - read_metadata(folder / filename).keys()
+    missing = keys - read_onnx_metadata(folder / filename).keys()
     if missing:
         raise ConfigError(f"{spec.name}: {filename} lacks metadata {sorted(missing)}")
 

@@ -127,7 +127,7 @@ def _pick(model_dir: Path, *names: str) -> Path:
 
 def validate_model_dir(model_dir: Path, language: str = "en") -> WhisperFiles:
     """Check a whisper folder the way sherpa-onnx will read it, without loading it."""
-    from pipelines.engines.sherpa import read_onnx_metadata
+    from pipelines.onnx_metadata import read_onnx_metadata
 
     if not model_dir.is_dir():
         raise ConfigError(f"whisper model folder not found: {model_dir}")

@@ -99,7 +99,7 @@ def _int_meta(meta: dict[str, str], key: str, model: Path) -> int:
 
 def validate_model_dir(model_dir: Path, voice: str = "", speaker_id: int = 0) -> VitsFiles:
     """Refuse, with a reason, a voice folder sherpa-onnx would crash on or misuse."""
-    from pipelines.engines.sherpa import read_onnx_metadata
+    from pipelines.onnx_metadata import read_onnx_metadata
 
     model, tokens = model_dir / "model.onnx", model_dir / "tokens.txt"
     for path in (model, tokens):

@@ -63,7 +63,7 @@ class SpeechChunk:
 
 def validate_vad_model(path: Path) -> Path:
     """The silero ONNX file itself, or a folder holding `silero_vad.onnx`."""
-    from pipelines.engines.sherpa import read_onnx_metadata
+    from pipelines.onnx_metadata import read_onnx_metadata
 
     model = path / "silero_vad.onnx" if path.is_dir() else path
     if not model.is_file():

@@ -16,6 +16,7 @@ import pytest
 import sherpa_onnx
 
 from pipelines.errors import ConfigError
+from pipelines.onnx_metadata import read_onnx_metadata
 from workers.models import (
     DEFAULT_MODELS,
     FORMAT_VERSION,
@@ -29,7 +30,6 @@ from workers.models import (
     prepare,
     verify_model,
 )
-from workers.onnx_metadata import read_metadata
 
 pytestmark = pytest.mark.models
 
@@ -113,13 +113,13 @@ def test_manifests_are_complete_and_hashes_match_the_files(models_home: Path) ->
 def test_sherpa_metadata_is_present_before_anything_loads(models_home: Path) -> None:
     # A missing required key makes sherpa-onnx exit the process: check it without loading.
     for name, (filename, keys) in REQUIRED_METADATA.items():
-        metadata = read_metadata(model_dir(models_home, name) / filename)
+        metadata = read_onnx_metadata(model_dir(models_home, name) / filename)
         assert keys <= metadata.keys(), name
-    whisper = read_metadata(model_dir(models_home, "whisper-tiny.en") / "encoder.int8.onnx")
+    whisper = read_onnx_metadata(model_dir(models_home, "whisper-tiny.en") / "encoder.int8.onnx")
     assert whisper["is_multilingual"] == "0"
     assert whisper["sot_sequence"] == whisper["sot"] == "50257"
     assert whisper["n_mels"] == "80"
-    piper = read_metadata(model_dir(models_home, "piper-en_US-joe-medium") / "model.onnx")
+    piper = read_onnx_metadata(model_dir(models_home, "piper-en_US-joe-medium") / "model.onnx")
     assert piper["comment"] == "piper"
     assert piper["voice"] == "en-us"
     assert piper["sample_rate"] == "22050"
