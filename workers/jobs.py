@@ -129,22 +129,18 @@ def execute(
         if usable(found):
             assert found is not None
             return found
-        started = time.monotonic()
-        started_at = time.time()
         with _renewing(store, claim, ttl):
-            outcome = run_stage(spec, resources, path, params, key)
-        envelope = Envelope(
-            status=outcome.status,
-            key=key,
-            output=outcome.output,
-            job_id=job_id,
-            worker=worker,
-            attempts=attempts,
-            elapsed_ms=round((time.monotonic() - started) * 1000),
-            reason=outcome.reason,
-            trace_id=trace_id,
-            started_at=started_at,
-        )
+            envelope = _timed_run(
+                spec,
+                resources,
+                key,
+                path,
+                params,
+                job_id=job_id,
+                worker=worker,
+                attempts=attempts,
+                trace_id=trace_id,
+            )
         store.put(envelope)
         log.info("stored %s result for %s (job %s)", envelope.status, key, job_id)
         return envelope
@@ -166,21 +162,49 @@ def _execute_inline(
     if reusable(existing) and not params.get("force"):
         assert existing is not None
         return existing
+    envelope = _timed_run(
+        spec,
+        resources,
+        key,
+        path,
+        params,
+        job_id=None,
+        worker="inline",
+        attempts=1,
+        trace_id=trace_id,
+    )
+    sidecars.write(envelope)
+    return envelope
+
+
+def _timed_run(
+    spec: CapabilitySpec,
+    resources: Resources,
+    key: ResultKey,
+    path: Path,
+    params: Mapping[str, Any],
+    *,
+    job_id: str | None,
+    worker: str | None,
+    attempts: int,
+    trace_id: str | None,
+) -> Envelope:
+    """Run the stage and wrap its outcome in the envelope, with start time and duration."""
     started = time.monotonic()
     started_at = time.time()
     outcome = run_stage(spec, resources, path, params, key)
-    envelope = Envelope(
+    return Envelope(
         status=outcome.status,
         key=key,
         output=outcome.output,
-        worker="inline",
+        job_id=job_id,
+        worker=worker,
+        attempts=attempts,
         elapsed_ms=round((time.monotonic() - started) * 1000),
         reason=outcome.reason,
         trace_id=trace_id,
         started_at=started_at,
     )
-    sidecars.write(envelope)
-    return envelope
 
 
 def failed(
