@@ -23,7 +23,7 @@ import redis
 from tests.support.cluster import Worker
 from workers.broker import Broker, ensure_embedded, stop_embedded
 from workers.client import MediaClient
-from workers.models import prepare
+from workers.provisioning.models import prepare
 from workers.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,14 +76,7 @@ class BenchCluster:
         return {**base, **own, **self.extra_env, **extra}
 
     def settings(self, **extra: str) -> Settings:
-        saved = dict(os.environ)
-        try:
-            os.environ.clear()
-            os.environ.update(self.env(**extra))
-            return Settings()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        return Settings.from_env(self.env(**extra))
 
     @contextlib.contextmanager
     def client(self, **extra: str) -> Iterator[MediaClient]:
@@ -99,7 +92,7 @@ class BenchCluster:
     def start_worker(self, queues: str, concurrency: int, **extra: str) -> Worker:
         log = self.home / "logs" / f"worker-{queues}-{len(self.workers)}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "workers.cli", "worker", "--queues", queues]
+        cmd = [sys.executable, "-m", "workers.cli.main", "worker", "--queues", queues]
         cmd += ["--concurrency", str(concurrency)]
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -122,7 +115,7 @@ class BenchCluster:
     def cli(self, *args: str, **extra: str) -> subprocess.Popen[str]:
         """`mcp-media ARGS` started in the background (stdout and stderr piped)."""
         return subprocess.Popen(
-            [sys.executable, "-m", "workers.cli", *args],
+            [sys.executable, "-m", "workers.cli.main", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -22,14 +22,13 @@ from bench.results import record
 from pipelines import MediaCache, ingest
 from pipelines.ingest import validate_image
 from pipelines.media import Capability, MediaKind
-from pipelines.render import annotate, wrap_untrusted
+from pipelines.render import annotate, render_with_jobs, wrap_untrusted
 from pipelines.results import Status
 from pipelines.vision import OutcomeStatus, make_provider, summarize_image
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from workers import keys
-from workers.cli_common import render_with_jobs
 from workers.client import JobHandle
-from workers.resources import vision_config
+from workers.configs import vision_config
 
 LATENCY = 2.0  # seconds per provider call
 ROUNDS = 3  # agent-text comparisons

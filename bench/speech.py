@@ -22,7 +22,7 @@ from pipelines.speech.stt import Samples, load_transcriber, load_vad, transcribe
 from pipelines.speech.tts import TextToSpeech, load_tts
 from tests.support.cluster import Worker
 from workers.client import JobHandle, MediaClient
-from workers.speech import store_request, stt_config, synthesis_request, tts_config
+from workers.configs import store_request, stt_config, synthesis_request, tts_config
 
 ROUNDS = 3
 LONG_S = 60.0

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from pipelines.blocks import ResourceLink
 from pipelines.media import JobRequest, Marker, StoredBlob
 from pipelines.names import strip_tag_characters
+from pipelines.results import Envelope, ResultKey, Status
 
 MAX_TOOL_NAME = 64
 ERROR_FALLBACK = "MCP tool returned an error"
@@ -179,3 +181,40 @@ def annotate(text: str, media: tuple[StoredBlob, ...], notes: dict[str, list[str
             done.add(sha)
             out.extend(notes[sha])
     return "\n".join(out)
+
+
+class JobState(Protocol):
+    """A submitted job as the agent text needs it (the client's JobHandle is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def key(self) -> ResultKey: ...
+    @property
+    def envelope(self) -> Envelope | None: ...
+
+
+def result_note(envelope: Envelope) -> str | None:
+    """What the agent sees for a finished job: only `done` results say anything."""
+    if envelope.status is not Status.DONE:
+        return None
+    output = envelope.output
+    body = output.get("summary") if "summary" in output else output.get("text")
+    if not isinstance(body, str) or not body.strip():
+        return None
+    return wrap_untrusted(envelope.key.capability.value, body)
+
+
+def render_with_jobs(rendered: RenderedResult, jobs: Sequence[JobState]) -> str:
+    """The agent text with each job's result (or a "still running" line) under its media."""
+    notes: dict[str, list[str]] = {}
+    for job in jobs:
+        if job.envelope is not None:
+            note = result_note(job.envelope)
+            if note:
+                notes.setdefault(job.key.sha256, []).append(note)
+        else:
+            notes.setdefault(job.key.sha256, []).append(
+                pending_line(job.key.capability.value, job.id)
+            )
+    return annotate(rendered.text, rendered.media, notes)

@@ -14,7 +14,7 @@ from pipelines.cache import CacheLimits, MediaCache
 from tests.support.cluster import Cluster
 from tests.support.fake_openai import FakeOpenAI
 from workers.broker import Broker, ensure_embedded, stop_embedded
-from workers.models import ModelInfo, prepare
+from workers.provisioning.models import ModelInfo, prepare
 
 
 @pytest.fixture

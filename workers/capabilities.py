@@ -1,25 +1,19 @@
 """Every processing capability, declared in one place.
 
-A declaration names the tag, queue, task, input kind, time limits, retry policy, the inputs
-of its processor version, the stage that does the work and the probe that proves a worker
-can serve it. Adding a capability is one `CapabilitySpec` plus one stage function.
+A declaration names the tag, queue, task, input kind, pool, time limits, retry policy and
+the inputs of its processor version. What runs a capability (its stage, engine loader and
+probe) lives with the job runner in `workers.jobs.stages`; this module stays light so the
+client can use it without any engine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-from pipelines.errors import TransientError
 from pipelines.media import Capability, MediaKind
-from pipelines.results import StageOutcome
-from workers import speech, stages
-from workers.resources import Resources, vision_config
+from workers.configs import stt_version, tts_version, vision_version
 from workers.settings import Settings
-
-Stage = Callable[[Resources, Path, Mapping[str, Any]], StageOutcome]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +23,7 @@ class CapabilitySpec:
     task_name: str
     input_kind: MediaKind
     pool: str  # `threads` for I/O-bound work, `prefork` for CPU-bound models
-    transient: tuple[type[BaseException], ...]
-    max_retries: int
     version: Callable[[Settings], str]
-    stage: Stage
-    load: Callable[[Resources], object]  # load this capability's engines in this process
-    probe: Callable[[Resources], object]  # prove they work (run once, in a throwaway process)
 
     def time_limits(self, settings: Settings, input_bytes: int) -> tuple[float, float]:
         """(soft, hard) seconds: a fast tier for vision, a tier scaled by size for speech."""
@@ -50,12 +39,6 @@ class CapabilitySpec:
         return soft, soft + 30
 
 
-def _vision_version(settings: Settings) -> str:
-    from pipelines.vision import processor_version
-
-    return processor_version(vision_config(settings))
-
-
 CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
     spec.capability: spec
     for spec in (
@@ -65,12 +48,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             task_name="mcp_media.summarize_image",
             input_kind=MediaKind.IMAGE,
             pool="threads",
-            transient=(TransientError, ConnectionError),
-            max_retries=3,
-            version=_vision_version,
-            stage=lambda res, path, params: stages.summarize(res, path),
-            load=lambda res: res.vision_provider(),
-            probe=lambda res: stages.probe_vision(res),
+            version=vision_version,
         ),
         CapabilitySpec(
             capability=Capability.AUDIO_TRANSCRIBE,
@@ -78,12 +56,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             task_name="mcp_media.transcribe_audio",
             input_kind=MediaKind.AUDIO,
             pool="prefork",
-            transient=(TransientError,),
-            max_retries=2,
-            version=speech.stt_version,
-            stage=lambda res, path, params: stages.transcribe(res, path),
-            load=lambda res: res.transcriber(),
-            probe=lambda res: stages.probe_stt(res),
+            version=stt_version,
         ),
         CapabilitySpec(
             capability=Capability.AUDIO_SYNTHESIZE,
@@ -91,12 +64,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             task_name="mcp_media.synthesize_speech",
             input_kind=MediaKind.DOCUMENT,
             pool="prefork",
-            transient=(TransientError,),
-            max_retries=2,
-            version=speech.tts_version,
-            stage=lambda res, path, params: stages.synthesize(res, path),
-            load=lambda res: res.synthesizer(),
-            probe=lambda res: stages.probe_tts(res),
+            version=tts_version,
         ),
     )
 }

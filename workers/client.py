@@ -18,10 +18,8 @@ from celery import Celery
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
 from workers.capabilities import CAPABILITIES
-from workers.recovery import record_job
-from workers.resources import result_store
 from workers.settings import Settings
-from workers.store import ResultStore, reusable
+from workers.store import RedisStore, redis_store, settled
 
 POLL = 0.05
 
@@ -45,7 +43,7 @@ class JobHandle:
 
 
 class MediaClient:
-    def __init__(self, settings: Settings, app: Celery, store: ResultStore) -> None:
+    def __init__(self, settings: Settings, app: Celery, store: RedisStore) -> None:
         self.settings = settings
         self.app = app
         self.store = store
@@ -53,15 +51,15 @@ class MediaClient:
 
     @classmethod
     def connect(cls, settings: Settings | None = None) -> MediaClient:
-        from workers.app import create_app
         from workers.broker import broker_url
+        from workers.celery_app import base_app
 
         settings = settings or Settings()
         url = broker_url(settings.home, settings.redis_url).url
-        return cls(settings, create_app(settings, url), result_store(settings, url))
+        return cls(settings, base_app(settings, url), redis_store(settings, url))
 
     def close(self) -> None:
-        self.store.redis.close()
+        self.store.close()
         self.app.close()
 
     def version(self, capability: Capability) -> str:
@@ -99,11 +97,10 @@ class MediaClient:
     ) -> JobHandle:
         spec = CAPABILITIES[capability]
         key = self.key(capability, sha256)
-        if not force:
-            existing = self.store.get(key)
-            if reusable(existing):
-                assert existing is not None
-                return JobHandle(existing.job_id or "-", key, path, existing.status, existing)
+        existing = self.store.get(key)
+        if settled(existing, force=force):
+            assert existing is not None
+            return JobHandle(existing.job_id or "-", key, path, existing.status, existing)
         try:
             size = path.stat().st_size
         except OSError:
@@ -121,9 +118,14 @@ class MediaClient:
             "params": dict(params or {}),
         }
         try:
-            record_job(
-                self.store, job_id, spec.task_name, kwargs, spec.queue, (soft, hard), inflight_ttl
-            )
+            record = {
+                "task": spec.task_name,
+                "kwargs": kwargs,
+                "queue": spec.queue,
+                "soft": soft,
+                "hard": hard,
+            }
+            self.store.record_job(job_id, record, inflight_ttl)
             self.app.send_task(
                 spec.task_name,
                 kwargs=kwargs,

@@ -21,10 +21,11 @@ from typing import Any, TextIO
 from pipelines.cache import CachedFile
 from pipelines.ingest import JOB_FOR_KIND
 from pipelines.media import MediaKind
-from pipelines.results import ResultKey, Sidecars, Status
+from pipelines.results import ResultKey, Status
 from workers import keys
 from workers.capabilities import CAPABILITIES
 from workers.client import JobHandle, MediaClient
+from workers.settings import Settings
 
 LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it quickly
 POLL = 0.2
@@ -68,20 +69,21 @@ class Tally:
         return self.done + self.degraded + self.failed
 
 
-def select(client: MediaClient, selection: Selection, tally: Tally) -> Iterator[CachedFile]:
-    """Media needing work under the current processor versions, from the disk."""
-    cache = client.settings.media_cache()
-    sidecars = Sidecars(client.settings.results_root)
+def select(settings: Settings, selection: Selection, tally: Tally) -> Iterator[CachedFile]:
+    """Media needing work under the current processor versions, from the disk alone."""
+    cache = settings.media_cache()
+    sidecars = settings.sidecars()
     since = selection.since.timestamp() if selection.since else None
     for kind in selection.kinds:
         capability = JOB_FOR_KIND[kind]
+        version = CAPABILITIES[capability].version(settings)
         for item in cache.iter_stored(kind):
             if selection.limit is not None and tally.selected >= selection.limit:
                 return
             if since is not None and item.mtime < since:
                 continue
             if selection.mode == "missing":
-                envelope = sidecars.read(client.key(capability, item.sha256))
+                envelope = sidecars.read(ResultKey(capability, version, item.sha256))
                 if envelope is not None and (
                     envelope.status is Status.DONE or not selection.include_degraded
                 ):
@@ -180,7 +182,7 @@ def run(
 ) -> Tally:
     tally = Tally()
     if dry_run:
-        for _ in select(client, selection, tally):
+        for _ in select(client.settings, selection, tally):
             pass
         return tally
     with _Lock(client, selection.kinds):
@@ -190,7 +192,7 @@ def run(
         progress = Progress(tally, out)
         try:
             try:
-                for item in select(client, selection, tally):
+                for item in select(client.settings, selection, tally):
                     capability = JOB_FOR_KIND[item.kind]
                     queue = CAPABILITIES[capability].queue
                     while client.store.redis.llen(queue) >= high_water:

@@ -6,15 +6,23 @@ dataclasses the pipeline stages take.
 
 from __future__ import annotations
 
+import contextvars
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from pipelines.cache import DEFAULT_MAX_BLOB_BYTES, CacheLimits, MediaCache
 from pipelines.errors import ConfigError
+from pipelines.results import Sidecars
 
 
 def default_home() -> Path:
@@ -37,6 +45,7 @@ class VisionSettings(BaseModel):
     max_output_chars: int = Field(default=4000, ge=100)
     min_side: int = Field(default=16, ge=1)
     concurrency: int = Field(default=4, ge=1)  # threads per vision worker
+    auxiliary_model: str | None = None  # AUXILIARY_VISION_MODEL, read with the settings
 
     @property
     def resolved_provider(self) -> Literal["openai", "local", "none"]:
@@ -48,7 +57,7 @@ class VisionSettings(BaseModel):
 
     def resolved_model(self) -> str:
         """Settings, then AUXILIARY_VISION_MODEL, then a configuration error."""
-        model = self.model or os.environ.get("AUXILIARY_VISION_MODEL")
+        model = self.model or self.auxiliary_model
         if not model:
             raise ConfigError(
                 "vision provider `openai` needs a model: set MCP_MEDIA_VISION__MODEL "
@@ -94,6 +103,22 @@ class JobSettings(BaseModel):
     high_water: int = Field(default=500, ge=1)  # reprocess waits while a queue holds more
 
 
+# The environment `Settings.from_env` reads instead of os.environ, for this context only.
+_given_env: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "given_env", default=None
+)
+
+
+class _GivenEnvSource(EnvSettingsSource):
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        env = dict(_given_env.get() or os.environ)
+        # The agent platforms' own variable is honoured as the vision model fallback.
+        aux = env.get("AUXILIARY_VISION_MODEL")
+        if aux:
+            env.setdefault("MCP_MEDIA_VISION__AUXILIARY_MODEL", aux)
+        return {key.lower(): value for key, value in env.items()}
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MCP_MEDIA_", env_nested_delimiter="__", extra="ignore"
@@ -107,6 +132,30 @@ class Settings(BaseSettings):
     tts: TtsSettings = Field(default_factory=TtsSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _GivenEnvSource(settings_cls))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **values: Any) -> Settings:
+        """Settings read from `env` (default: os.environ) as if it were the environment.
+
+        Tests and parent processes build the settings of another process this way, without
+        touching this process's environment.
+        """
+        token = _given_env.set(dict(os.environ if env is None else env))
+        try:
+            return cls(**values)
+        finally:
+            _given_env.reset(token)
+
     @property
     def cache_root(self) -> Path:
         return self.home / "cache"
@@ -114,6 +163,9 @@ class Settings(BaseSettings):
     @property
     def results_root(self) -> Path:
         return self.home / "results"
+
+    def sidecars(self) -> Sidecars:
+        return Sidecars(self.results_root)
 
     @property
     def models_root(self) -> Path:

@@ -1,7 +1,8 @@
-"""The Redis side of results: claims, the result index, in-flight jobs, events, semaphores.
+"""Where results, claims and in-flight jobs live: the `ResultStore` port and its Redis adapter.
 
-Sidecar files (pipelines.results.Sidecars) stay the truth; everything here can be rebuilt
-from them or expires by itself, so a flushed Redis loses no finished work.
+Sidecar files (pipelines.results.Sidecars) stay the truth; everything in Redis can be rebuilt
+from them or expires by itself, so a flushed Redis loses no finished work. The in-memory
+twin (`workers.localstore.LocalStore`) serves `--inline` runs and unit tests.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from pipelines.results import Envelope, ResultKey, Sidecars, Status
 from workers import keys
+from workers.settings import Settings
 
 # Delete or extend a key only if it still holds our token.
 _RELEASE = """
@@ -47,7 +51,34 @@ class Claim:
     token: str
 
 
-class ResultStore:
+class ResultStore(Protocol):
+    """Everything a job, the client and reprocess ask of the cluster's shared state."""
+
+    sidecars: Sidecars
+
+    def get(self, key: ResultKey) -> Envelope | None: ...
+    def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]: ...
+    def put(self, envelope: Envelope) -> None: ...
+    def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str: ...
+    def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None: ...
+    def forget_job(self, key: ResultKey, job_id: str) -> None: ...
+    def inflight_job(self, key: ResultKey) -> str | None: ...
+    def key_for_job(self, job_id: str) -> ResultKey | None: ...
+    def latest_key(self, capability: str, sha256: str) -> ResultKey | None: ...
+    def count_delivery(self, job_id: str, ttl: int) -> int: ...
+    def dead_letter(self, job_id: str, key: ResultKey, reason: str) -> None: ...
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]: ...
+    def claim(self, key: ResultKey, ttl: float) -> Claim | None: ...
+    def renew(self, claim: Claim, ttl: float) -> bool: ...
+    def release(self, claim: Claim) -> None: ...
+    def claimed(self, key: ResultKey) -> bool: ...
+    def acquire_slot(self, name: str, limit: int, ttl: float) -> str | None: ...
+    def release_slot(self, name: str, token: str) -> None: ...
+    def status_counts(self, capability: str) -> dict[str, int]: ...
+    def close(self) -> None: ...
+
+
+class RedisStore:
     """Results for the whole cluster: Redis for speed and coordination, sidecars for truth."""
 
     def __init__(self, client: redis.Redis[bytes], sidecars: Sidecars, result_ttl: int) -> None:
@@ -101,7 +132,14 @@ class ResultStore:
             pipe.set(keys.job(envelope.job_id), str(envelope.key), ex=self.result_ttl)
         pipe.execute()
 
+    def close(self) -> None:
+        self.redis.close()
+
     # jobs in flight
+
+    def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None:
+        """What re-sending the job needs if its worker dies: task, arguments, queue, limits."""
+        self.redis.set(keys.job_record(job_id), json.dumps(record), ex=ttl)
 
     def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str:
         """Register `job_id` as the job for `key`, or return the job already in flight."""
@@ -204,6 +242,32 @@ def _dead_local_owner(token: str) -> bool:
     return False
 
 
-def reusable(envelope: Envelope | None) -> bool:
-    """A result new submissions can take as is: only `done` (degraded ones are retried)."""
-    return envelope is not None and envelope.status is Status.DONE
+def settled(envelope: Envelope | None, job_id: str | None = None, force: bool = False) -> bool:
+    """The one dedup decision: does `envelope` answer a job, so that nothing runs again?
+
+    A `done` result answers every submission of its key; `degraded` and `failed` ones are
+    retried by the next submission (that is the retry policy). A forced job (reprocess
+    --all) runs again unless its own run already finished: a redelivery of finished work.
+    """
+    if envelope is None:
+        return False
+    if job_id is not None and envelope.job_id == job_id:
+        return envelope.status.finished
+    return not force and envelope.status is Status.DONE
+
+
+def redis_client(url: str) -> redis.Redis[bytes]:
+    """A client that rides out a broker restart: connection errors are retried with backoff
+    for about half a minute before they surface."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=30,
+        socket_connect_timeout=5,
+        health_check_interval=15,
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=20),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+    )
+
+
+def redis_store(settings: Settings, url: str) -> RedisStore:
+    return RedisStore(redis_client(url), Sidecars(settings.results_root), settings.jobs.result_ttl)

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pipelines.errors import PermanentError
+from pipelines.speech.config import DecodeLimits
 
 Samples = NDArray[np.float32]
 
@@ -65,13 +66,6 @@ class AudioDecodeTimeoutError(AudioError):
 
 class AudioEncodeError(PermanentError):
     """Samples could not be encoded (empty, wrong shape, encoder failure)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DecodeLimits:
-    max_bytes: int = 512 * 1024 * 1024
-    max_seconds: float = 7200.0
-    max_wall_s: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)

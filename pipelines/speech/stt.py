@@ -23,7 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pipelines.errors import ConfigError
-from pipelines.speech.audio import AudioSource, DecodeLimits, iter_audio
+from pipelines.speech.audio import AudioSource, iter_audio
+from pipelines.speech.config import SttConfig
 from pipelines.speech.vad import (
     SpeechChunk,
     SpeechDetector,
@@ -51,23 +52,6 @@ class Transcriber(Protocol):
     def sample_rate(self) -> int: ...
 
     def transcribe(self, samples: Samples) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class SttConfig:
-    model_dir: Path
-    vad_model: Path | None = None  # silero_vad.onnx or its folder; None: cut at quiet points
-    threads: int = 1
-    language: str = "en"
-    max_seconds: float = 7200.0
-    max_bytes: int = 512 * 1024 * 1024
-    decode_wall_s: float = 600.0
-    single_pass_s: float = 25.0
-    max_segment_s: float = 28.0
-
-    @property
-    def limits(self) -> DecodeLimits:
-        return DecodeLimits(self.max_bytes, self.max_seconds, self.decode_wall_s)
 
 
 @dataclass(frozen=True, slots=True)

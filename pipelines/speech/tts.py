@@ -19,7 +19,8 @@ from numpy.typing import NDArray
 
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.speech.audio import OggOpusWriter, WavWriter
-from pipelines.speech.text import DEFAULT_MAX_CHARS, DEFAULT_SENTENCE_CHARS, prepare
+from pipelines.speech.config import TtsConfig
+from pipelines.speech.text import prepare
 
 Samples = NDArray[np.float32]
 
@@ -45,20 +46,6 @@ class Synthesizer(Protocol):
 
 class SynthesisError(PermanentError):
     """The voice produced no usable audio for a sentence."""
-
-
-@dataclass(frozen=True, slots=True)
-class TtsConfig:
-    model_dir: Path
-    threads: int = 1
-    voice: str = ""  # espeak voice; "" takes the model's own (metadata or .onnx.json)
-    speaker_id: int = 0
-    speed: float = 1.0
-    noise_scale: float = 0.667  # 0 and 0: deterministic, bit-identical output
-    noise_scale_w: float = 0.8
-    max_chars: int = DEFAULT_MAX_CHARS
-    sentence_chars: int = DEFAULT_SENTENCE_CHARS
-    sentence_pause_s: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from pipelines.speech.audio import write_wav
-from pipelines.speech.tts import TtsConfig, load_tts
+from pipelines.speech.config import TtsConfig
+from pipelines.speech.tts import load_tts
 from tests.support.cluster import ROOT, Cluster, Worker
 from tests.support.fake_openai import FakeOpenAI
 from workers.broker import ensure_embedded, stop_embedded

@@ -35,7 +35,6 @@ from tests.support.cluster import ROOT, Cluster
 from tests.support.fault_worker import POISON_TASK, POISON_VERSION
 from workers import keys
 from workers.client import JobHandle, MediaClient
-from workers.recovery import record_job
 
 pytestmark = pytest.mark.faults
 
@@ -152,7 +151,8 @@ def test_poison_job_is_dead_lettered_and_others_flow(
     poison_key = ResultKey(Capability.AUDIO_TRANSCRIBE, POISON_VERSION, poison_sha)
     poison_id = str(uuid.uuid4())
     kwargs = {"key": str(poison_key), "path": str(jobs[0].path), "trace_id": "poison", "params": {}}
-    record_job(client.store, poison_id, POISON_TASK, kwargs, "stt", (60, 90), 3600)
+    record = {"task": POISON_TASK, "kwargs": kwargs, "queue": "stt", "soft": 60, "hard": 90}
+    client.store.record_job(poison_id, record, 3600)
     client.app.send_task(POISON_TASK, kwargs=kwargs, task_id=poison_id, queue="stt")
     handles = client.submit(jobs)
     poison = JobHandle(poison_id, poison_key, jobs[0].path, Status.PENDING)
@@ -272,7 +272,7 @@ def test_disk_full_while_caching_leaves_no_partial_file(tmp_path: Path) -> None:
 
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "ingest", str(result), "--json"],
+        [sys.executable, "-m", "workers.cli.main", "ingest", str(result), "--json"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -303,7 +303,7 @@ def test_burst_of_500_mixed_jobs(node: Cluster, spoken: object, tmp_path: Path) 
     node.fake.set(latency=0.02, reply="burst image")
     images = image_jobs(node, tmp_path, range(5000, 5300))
     clips = audio_jobs(node, spoken, tmp_path, 150, repeats=1)
-    from workers.speech import store_request, synthesis_request
+    from workers.configs import store_request, synthesis_request
 
     settings = node.settings()
     speech = []

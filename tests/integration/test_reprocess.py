@@ -93,7 +93,7 @@ def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path)
     seed(cluster, tmp_path, list(range(30, 42)))
     env = cluster.env(MCP_MEDIA_JOBS__HIGH_WATER="3")
     run = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "reprocess", "--json"],
+        [sys.executable, "-m", "workers.cli.main", "reprocess", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -131,7 +131,7 @@ def test_a_crashed_run_cannot_hold_the_lock(cluster: Cluster, tmp_path: Path) ->
     seed(cluster, tmp_path, list(range(50, 56)))
     env = cluster.env(MCP_MEDIA_JOBS__HIGH_WATER="1")
     run = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "reprocess"],
+        [sys.executable, "-m", "workers.cli.main", "reprocess"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=ROOT,

@@ -467,7 +467,7 @@ def test_a_job_cannot_make_a_worker_read_a_file_outside_the_cache(
 
 def test_every_capability_is_json_only(cluster: Cluster) -> None:
     """The configuration behind the pickle test, for every queue, as the worker sees it."""
-    from workers.app import create_app
+    from workers.runtime.app import create_app
 
     app = create_app(cluster.settings(), cluster.broker.url)
     try:
@@ -476,5 +476,7 @@ def test_every_capability_is_json_only(cluster: Cluster) -> None:
         assert conf.result_accept_content == ["json"]
         assert conf.task_serializer == conf.result_serializer == "json"
         assert {spec.queue for spec in CAPABILITIES.values()} <= {q.name for q in conf.task_queues}
+        # No result backend: the sidecar file is the one copy of a result.
+        assert conf.result_backend is None and conf.task_ignore_result
     finally:
         app.close()

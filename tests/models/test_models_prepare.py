@@ -17,7 +17,7 @@ import sherpa_onnx
 
 from pipelines.errors import ConfigError
 from pipelines.onnx_metadata import read_onnx_metadata
-from workers.models import (
+from workers.provisioning.models import (
     DEFAULT_MODELS,
     FORMAT_VERSION,
     MODEL_SPECS,

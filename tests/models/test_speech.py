@@ -25,9 +25,9 @@ from pipelines.speech.audio import (
     decode_audio,
     write_wav,
 )
+from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import (
     Progress,
-    SttConfig,
     Transcriber,
     Transcript,
     load_transcriber,
@@ -41,7 +41,6 @@ from pipelines.speech.text import EmptyTextError, TextTooLongError, normalize
 from pipelines.speech.tts import (
     SynthesisError,
     TextToSpeech,
-    TtsConfig,
     load_tts,
 )
 from pipelines.speech.tts import validate_model_dir as validate_voice_dir

@@ -13,7 +13,8 @@ import pytest
 from pipelines.media import Capability, JobRequest, MediaKind
 from pipelines.results import Status
 from pipelines.speech.audio import write_wav
-from pipelines.speech.tts import TextToSpeech, TtsConfig, load_tts
+from pipelines.speech.config import TtsConfig
+from pipelines.speech.tts import TextToSpeech, load_tts
 from tests.support.cluster import Cluster
 
 pytestmark = pytest.mark.models

@@ -103,14 +103,7 @@ class Cluster:
         return {**base, **self.env_vars, **extra}
 
     def settings(self, **extra: str) -> Settings:
-        saved = dict(os.environ)
-        try:
-            os.environ.clear()
-            os.environ.update(self.env(**extra))
-            return Settings()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        return Settings.from_env(self.env(**extra))
 
     def client(self, **extra: str) -> MediaClient:
         return MediaClient.connect(self.settings(**extra))
@@ -121,7 +114,7 @@ class Cluster:
         concurrency: int = 4,
         *,
         wait: bool = True,
-        entry: Sequence[str] = ("workers.cli", "worker"),
+        entry: Sequence[str] = ("workers.cli.main", "worker"),
         **extra: str,
     ) -> Worker:
         """`mcp-media worker` (or another module taking the same flags) as a process."""
@@ -155,7 +148,7 @@ class Cluster:
         self, *args: str, timeout: float = 120, **extra: str
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "workers.cli", *args],
+            [sys.executable, "-m", "workers.cli.main", *args],
             capture_output=True,
             text=True,
             cwd=ROOT,

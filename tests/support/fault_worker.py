@@ -12,36 +12,41 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
-from pipelines.errors import TransientError
 from pipelines.media import Capability
-from workers.app import get_app
+from pipelines.results import StageOutcome
+from workers.broker import broker_url
 from workers.capabilities import CAPABILITIES
+from workers.cli.supervisor import run_worker
+from workers.jobs.resources import Resources
+from workers.jobs.stages import RUNNERS
+from workers.runtime.app import create_app
+from workers.runtime.tasks import make_task
 from workers.settings import Settings
-from workers.supervisor import worker_argv
-from workers.tasks import make_task
 
 POISON_TASK = "mcp_media.test_poison"
 POISON_VERSION = "0bad0bad0bad"
+
+
+def _kill_own_process(res: Resources, path: Path, params: Mapping[str, Any]) -> StageOutcome:
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable: SIGKILL ends the process")
 
 
 def main(argv: list[str]) -> int:
     queues = argv[argv.index("--queues") + 1].split(",")
     concurrency = int(argv[argv.index("--concurrency") + 1])
     settings = Settings()
-    os.environ["MCP_MEDIA_WORKER_QUEUES"] = ",".join(queues)
-    app = get_app()
+    app = create_app(settings, broker_url(settings.home, settings.redis_url).url)
     base = CAPABILITIES[Capability.AUDIO_TRANSCRIBE]
-    poison = replace(
-        base,
-        task_name=POISON_TASK,
-        transient=(TransientError,),
-        version=lambda _settings: POISON_VERSION,
-        stage=lambda res, path, params: os.kill(os.getpid(), signal.SIGKILL),  # type: ignore[arg-type, return-value]
-    )
-    make_task(app, poison, settings)
-    app.worker_main(worker_argv(settings, queues, concurrency))
+    poison = replace(base, task_name=POISON_TASK, version=lambda _settings: POISON_VERSION)
+    normal = RUNNERS[Capability.AUDIO_TRANSCRIBE]
+    make_task(app, poison, replace(normal, stage=_kill_own_process))
+    run_worker(app, settings, queues, concurrency)
     return 0
 
 

@@ -20,7 +20,6 @@ from pipelines.speech.audio import (
     AudioEncodeError,
     AudioTooLargeError,
     AudioTooLongError,
-    DecodeLimits,
     EmptyAudioError,
     NotAudioError,
     OggOpusWriter,
@@ -30,6 +29,7 @@ from pipelines.speech.audio import (
     write_ogg_opus,
     write_wav,
 )
+from pipelines.speech.config import DecodeLimits
 from pipelines.speech.stt import (
     Segment,
     Transcript,

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from workers.capabilities import QUEUES, for_queue
-from workers.models import PIPER_JOE, SILERO_VAD, WHISPER_TINY_EN
+from workers.provisioning.models import PIPER_JOE, SILERO_VAD, WHISPER_TINY_EN
 from workers.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -453,12 +453,17 @@ def _ignored(path: str, patterns: list[str]) -> bool:
 def test_dockerignore_sends_sources_only() -> None:
     lines = DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
     patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    for path in ("pyproject.toml", "README.md", "workers/cli.py", "workers/whisper_export.py"):
+    for path in (
+        "pyproject.toml",
+        "README.md",
+        "workers/cli/main.py",
+        "workers/provisioning/whisper_export.py",
+    ):
         assert not _ignored(path, patterns), path
     assert not _ignored("pipelines/speech/stt.py", patterns)
     for path in (".venv/bin/python", ".home/cache/x", ".git/HEAD", "tests/unit/test_cache.py"):
         assert _ignored(path, patterns), path
-    assert _ignored("workers/__pycache__/cli.cpython-311.pyc", patterns)
+    assert _ignored("workers/cli/__pycache__/main.cpython-311.pyc", patterns)
 
 
 def keda_documents() -> list[dict[str, Any]]:

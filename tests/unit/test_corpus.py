@@ -227,7 +227,7 @@ def test_hostile_case_through_the_cli(name: str, run: int, tmp_path: Path) -> No
     arg = "-" if how.get("stdin") else str(source)
     home = tmp_path / "home"
     proc = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "ingest", arg, "--json"],
+        [sys.executable, "-m", "workers.cli.main", "ingest", arg, "--json"],
         input=stdin,
         capture_output=True,
         cwd=ROOT,

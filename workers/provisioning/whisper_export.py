@@ -1,6 +1,6 @@
 """Convert whisper CTranslate2 weights into the ONNX pair sherpa-onnx's whisper recogniser loads.
 
-Run only as a script by the isolated conversion venv that ``workers.models`` builds
+Run only as a script by the isolated conversion venv that ``workers.provisioning.models`` builds
 (torch, openai-whisper, onnx, onnxruntime); runtime code never imports this module::
 
     python whisper_export.py --model-bin model.bin --out DIR [--model-type whisper-tiny.en]

@@ -1,18 +1,21 @@
-"""Capability stages as the workers run them: a pipelines call plus cluster coordination."""
+"""What runs each capability: its stage (a pipelines call plus cluster coordination), the
+engines it loads in a process, and the probe that proves a process can serve it."""
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pipelines.errors import ConfigError
+from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import OutcomeStatus, summarize_image
-from workers.resources import Resources
-from workers.speech import run_synthesize, run_transcribe
+from workers.jobs.resources import Resources
+from workers.jobs.speech import run_synthesize, run_transcribe
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +29,7 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
     store = resources.store
     token: str | None = None
     ttl = config.timeout + 15  # a dead holder's slot frees itself after this
-    if store is not None and config.provider.value == "openai":
+    if config.provider.value == "openai":
         deadline = time.monotonic() + slot_wait
         while token is None:
             token = store.acquire_slot(VISION_SLOT, config.max_concurrency, ttl)
@@ -39,7 +42,7 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
     try:
         outcome = summarize_image(path, config, resources.vision_provider())
     finally:
-        if token is not None and store is not None:
+        if token is not None:
             store.release_slot(VISION_SLOT, token)
     output: dict[str, Any] = outcome.to_dict()  # type: ignore[assignment]
     if outcome.status is OutcomeStatus.DONE:
@@ -80,7 +83,7 @@ def probe_stt(resources: Resources) -> str:
     import numpy as np
 
     from pipelines.speech.tts import load_tts
-    from workers.speech import tts_config
+    from workers.configs import tts_config
 
     transcriber, _ = resources.transcriber()
     rate = transcriber.sample_rate
@@ -103,3 +106,38 @@ def probe_stt(resources: Resources) -> str:
     if "test" not in text.lower():
         raise ConfigError(f"speech-to-text probe heard {text!r} instead of {PROBE_PHRASE!r}")
     return text
+
+
+Stage = Callable[[Resources, Path, Mapping[str, Any]], StageOutcome]
+
+
+@dataclass(frozen=True, slots=True)
+class Runner:
+    stage: Stage
+    load: Callable[[Resources], object]  # this capability's engines, loaded in this process
+    probe: Callable[[Resources], object]  # prove they work (once, in a throwaway process)
+
+
+RUNNERS: Mapping[Capability, Runner] = {
+    Capability.VISION_SUMMARIZE: Runner(
+        stage=lambda res, path, params: summarize(res, path),
+        load=lambda res: res.vision_provider(),
+        probe=probe_vision,
+    ),
+    Capability.AUDIO_TRANSCRIBE: Runner(
+        stage=lambda res, path, params: transcribe(res, path),
+        load=lambda res: res.transcriber(),
+        probe=probe_stt,
+    ),
+    Capability.AUDIO_SYNTHESIZE: Runner(
+        stage=lambda res, path, params: synthesize(res, path),
+        load=lambda res: res.synthesizer(),
+        probe=probe_tts,
+    ),
+}
+
+
+def for_queue(queue: str) -> Runner:
+    from workers.capabilities import for_queue as spec_for_queue
+
+    return RUNNERS[spec_for_queue(queue).capability]

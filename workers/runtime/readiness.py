@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from pipelines.errors import ConfigError
-from workers.resources import vision_config
+from workers.configs import vision_config
 from workers.settings import Settings
 
 
@@ -24,7 +24,7 @@ def check_ready(settings: Settings, queues: Sequence[str]) -> None:
     if speech:
         started = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "-m", "workers.probe", *speech],
+            [sys.executable, "-m", "workers.runtime.probe", *speech],
             capture_output=True,
             text=True,
             timeout=600,

@@ -11,8 +11,6 @@ from typing import Any
 
 from pipelines.ingest import ALL_CAPABILITIES
 from pipelines.media import Capability, JobRequest
-from pipelines.render import RenderedResult, annotate, pending_line, wrap_untrusted
-from pipelines.results import Envelope, Status
 from workers.settings import Settings
 
 EXIT_USAGE = 2
@@ -45,17 +43,6 @@ def enabled_capabilities(settings: Settings) -> frozenset[Capability]:
     return ALL_CAPABILITIES
 
 
-def result_note(envelope: Envelope) -> str | None:
-    """What the agent sees for a finished job: only `done` results say anything."""
-    if envelope.status is not Status.DONE:
-        return None
-    output = envelope.output
-    body = output.get("summary") if "summary" in output else output.get("text")
-    if not isinstance(body, str) or not body.strip():
-        return None
-    return wrap_untrusted(envelope.key.capability.value, body)
-
-
 def job_rows(handles: Sequence[Any]) -> list[dict[str, Any]]:
     return [h.to_json() for h in handles]
 
@@ -66,7 +53,7 @@ def run_jobs(
     if not jobs:
         return []
     if getattr(args, "inline", False):
-        from workers.inline import run_inline
+        from workers.jobs.inline import run_inline
 
         return run_inline(settings, jobs, trace_id)
     from workers.client import MediaClient
@@ -79,17 +66,3 @@ def run_jobs(
         return handles
     finally:
         client.close()
-
-
-def render_with_jobs(rendered: RenderedResult, handles: Sequence[Any]) -> str:
-    notes: dict[str, list[str]] = {}
-    for handle in handles:
-        if handle.envelope is not None:
-            note = result_note(handle.envelope)
-            if note:
-                notes.setdefault(handle.key.sha256, []).append(note)
-        else:
-            notes.setdefault(handle.key.sha256, []).append(
-                pending_line(handle.key.capability.value, handle.id)
-            )
-    return annotate(rendered.text, rendered.media, notes)

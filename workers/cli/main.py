@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from pipelines.errors import ConfigError, MediaError
-from workers.cli_admin import cmd_demo, cmd_models, cmd_reprocess, cmd_status, cmd_up, cmd_worker
-from workers.cli_common import EXIT_USAGE, CliError
-from workers.cli_media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
+from workers.cli.admin import cmd_demo, cmd_models, cmd_reprocess, cmd_status, cmd_up, cmd_worker
+from workers.cli.common import EXIT_USAGE, CliError
+from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
 from workers.settings import Settings
 
 

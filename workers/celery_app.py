@@ -1,36 +1,36 @@
-"""The Celery app, built from Settings: JSON only, one queue per capability, reliable acks.
+"""The Celery configuration every process shares, senders and workers alike.
 
-`celery -A workers.app worker` and `mcp-media worker` both use `get_app()`; the broker is
-MCP_MEDIA_REDIS_URL or the embedded redis-server of MCP_MEDIA_HOME.
+JSON only, one queue per capability, late acks, prefetch 1, no result backend: the sidecar
+file is the one copy of a result. The client builds its app here and only sends tasks by
+name; `workers.runtime.app` adds the tasks and signal hooks for worker processes.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 from celery import Celery
 from kombu.entity import Queue
 
-from workers import signals, tasks
-from workers.broker import broker_url
 from workers.capabilities import CAPABILITIES, QUEUES
 from workers.settings import Settings
 
 
-def create_app(settings: Settings, url: str) -> Celery:
-    longest_hard = max(
+def longest_hard_limit(settings: Settings) -> float:
+    return max(
         spec.time_limits(settings, settings.max_blob_bytes)[1] for spec in CAPABILITIES.values()
     )
+
+
+def base_app(settings: Settings, url: str) -> Celery:
     # Unacked messages come back after this; it must outlast the longest job.
-    visibility = int(longest_hard + 300)
-    app = Celery("mcp_media", broker=url, backend=url, set_as_current=False)
+    visibility = int(longest_hard_limit(settings) + 300)
+    app = Celery("mcp_media", broker=url, set_as_current=False)
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],
         result_accept_content=["json"],
         event_serializer="json",
+        task_ignore_result=True,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
@@ -41,10 +41,6 @@ def create_app(settings: Settings, url: str) -> Celery:
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
         broker_transport_options={"visibility_timeout": visibility},
-        result_backend_transport_options={"visibility_timeout": visibility},
-        result_expires=settings.jobs.result_ttl,
-        result_extended=True,
-        task_track_started=True,
         task_queues=[Queue(name) for name in QUEUES],  # type: ignore[no-untyped-call]
         task_default_queue=QUEUES[0],
         task_routes={spec.task_name: {"queue": spec.queue} for spec in CAPABILITIES.values()},
@@ -54,19 +50,4 @@ def create_app(settings: Settings, url: str) -> Celery:
         broker_heartbeat=0,
     )
     app.conf.mcp_media_settings = settings
-    tasks.register(app, settings)
-    signals.connect(app)
     return app
-
-
-@functools.cache
-def get_app() -> Celery:
-    settings = Settings()
-    return create_app(settings, broker_url(settings.home, settings.redis_url).url)
-
-
-def __getattr__(name: str) -> Any:
-    # `celery -A workers.app` looks up `app`; build it on first use, not at import.
-    if name in ("app", "celery"):
-        return get_app()
-    raise AttributeError(name)

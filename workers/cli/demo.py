@@ -14,14 +14,14 @@ from pathlib import Path
 
 from pipelines import ingest
 from pipelines.media import Capability, JobRequest
-from pipelines.render import pending_line
+from pipelines.render import pending_line, render_with_jobs
 from pipelines.results import Status
+from workers.cli.supervisor import Child
+from workers.cli.up import start_all, stop_all
 from workers.client import MediaClient
-from workers.models import prepare
+from workers.configs import store_request, synthesis_request
+from workers.provisioning.models import prepare
 from workers.settings import Settings
-from workers.speech import store_request, synthesis_request
-from workers.supervisor import Child
-from workers.up import start_all, stop_all
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_result.json"
 REPLY = "Thanks Dana. I will send the quarterly report to the finance team before Friday."
@@ -47,8 +47,6 @@ def _wait_ready(children: list[Child], timeout: float) -> None:
 
 
 def run_demo(settings: Settings, sample: Path = SAMPLE, wait: float = 120.0) -> int:
-    from workers.cli_common import render_with_jobs
-
     started = time.monotonic()
     prepare(settings.home, log=_say)
     children, broker_started = start_all(settings)

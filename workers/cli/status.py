@@ -7,17 +7,17 @@ import time
 from typing import Any
 
 from workers import keys
-from workers.app import create_app
 from workers.broker import broker_url, mask_url
 from workers.capabilities import CAPABILITIES, QUEUES
-from workers.resources import result_store
+from workers.celery_app import base_app
 from workers.settings import Settings
+from workers.store import redis_store
 
 
 def collect(settings: Settings, inspect_timeout: float = 1.0) -> dict[str, Any]:
     url = broker_url(settings.home, settings.redis_url).url
-    store = result_store(settings, url)
-    app = create_app(settings, url)
+    store = redis_store(settings, url)
+    app = base_app(settings, url)
     try:
         redis = store.redis
         inspector = app.control.inspect(timeout=inspect_timeout)

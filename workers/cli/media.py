@@ -11,16 +11,14 @@ from typing import Any
 from pipelines import ingest
 from pipelines.errors import InvalidToolResult
 from pipelines.media import Capability, JobRequest
-from pipelines.render import pending_line
+from pipelines.render import pending_line, render_with_jobs, result_note
 from pipelines.results import Status
-from workers.cli_common import (
+from workers.cli.common import (
     CliError,
     enabled_capabilities,
     job_rows,
     print_json,
     read_input,
-    render_with_jobs,
-    result_note,
     run_jobs,
 )
 from workers.settings import Settings
@@ -53,7 +51,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_describe(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.single import store_file
+    from workers.cli.single import store_file
 
     stored = store_file(settings, Path(args.image), "image")
     job = JobRequest(Capability.VISION_SUMMARIZE, stored.sha256, stored.path)
@@ -88,7 +86,7 @@ def _transcript_json(handle: Any) -> dict[str, Any]:
 
 def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.speech.stt import Segment, Transcript, format_transcript
-    from workers.single import store_file
+    from workers.cli.single import store_file
 
     stored = store_file(settings, Path(args.file), "audio")
     job = JobRequest(Capability.AUDIO_TRANSCRIBE, stored.sha256, stored.path)
@@ -115,13 +113,13 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.speech import store_request, synthesis_request
+    from workers.configs import store_request, synthesis_request
 
     text = sys.stdin.read() if args.text == "-" else args.text
     if args.voice:
         settings.tts.voice = args.voice
     if args.stream:
-        from workers.streaming import speak_stream
+        from workers.cli.streaming import speak_stream
 
         return speak_stream(settings, text, args)
     params = synthesis_request(text, settings, args.format, args.speed)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -14,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+
+from celery import Celery
 
 from workers.capabilities import CAPABILITIES
 from workers.settings import Settings
@@ -72,20 +73,29 @@ def node_name(queues: Sequence[str]) -> str:
     return f"{'+'.join(queues)}-{os.getpid()}@{socket.gethostname()}"
 
 
-def worker_argv(settings: Settings, queues: Sequence[str], concurrency: int | None) -> list[str]:
+def run_worker(
+    app: Celery, settings: Settings, queues: Sequence[str], concurrency: int | None
+) -> None:
+    """Run a Celery worker for `queues` in this process until it is stopped.
+
+    What the worker is (queues, pool, processes, threads) goes on the app's configuration,
+    where its signal hooks and heartbeat (and the forked pool children) read it.
+    """
     pool = pool_for(queues)
     name = node_name(queues)
     processes = plan_concurrency(settings, queues, concurrency)
-    os.environ["MCP_MEDIA_WORKER_INFO"] = json.dumps(
-        {
-            "name": name,
-            "queues": list(queues),
-            "pool": pool,
-            "concurrency": processes,
-            "threads": speech_threads(settings, queues) if pool == "prefork" else 1,
-            "pid": os.getpid(),
-        }
-    )
+    app.conf.mcp_media_worker = {
+        "name": name,
+        "queues": list(queues),
+        "pool": pool,
+        "concurrency": processes,
+        "threads": speech_threads(settings, queues) if pool == "prefork" else 1,
+        "pid": os.getpid(),
+    }
+    app.worker_main(_worker_argv(name, queues, pool, processes))
+
+
+def _worker_argv(name: str, queues: Sequence[str], pool: str, processes: int) -> list[str]:
     return [
         "worker",
         "--queues",
@@ -115,7 +125,7 @@ def spawn_worker(
 ) -> Child:
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"worker-{'+'.join(queues)}.log"
-    cmd = [sys.executable, "-m", "workers.cli", "worker", "--queues", ",".join(queues)]
+    cmd = [sys.executable, "-m", "workers.cli.main", "worker", "--queues", ",".join(queues)]
     if concurrency:
         cmd += ["--concurrency", str(concurrency)]
     with log.open("ab") as out:

@@ -8,8 +8,14 @@ import time
 
 from workers.broker import broker_url, mask_url, stop_embedded
 from workers.capabilities import QUEUES
+from workers.cli.supervisor import (
+    Child,
+    StopRequested,
+    raise_on_signals,
+    spawn_worker,
+    stop_children,
+)
 from workers.settings import Settings
-from workers.supervisor import Child, StopRequested, raise_on_signals, spawn_worker, stop_children
 
 
 def start_all(settings: Settings, queues: tuple[str, ...] = QUEUES) -> tuple[list[Child], bool]:

@@ -11,8 +11,8 @@ from typing import BinaryIO
 
 from pipelines.errors import PermanentError
 from pipelines.speech.audio import OggOpusWriter
+from workers.jobs.speech import build_synthesizer
 from workers.settings import Settings
-from workers.speech import build_synthesizer
 
 
 def speak_stream(settings: Settings, text: str, args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`python -m workers.probe QUEUE...`: load the engines of some queues and run their probes.
+"""`python -m workers.runtime.probe QUEUE...`: load the engines of some queues and run their probes.
 
 Run by `mcp-media worker` in a short-lived child before the worker consumes anything, so
 a broken model stops the start with a clear message instead of failing every job.
@@ -10,13 +10,13 @@ import sys
 import time
 
 from pipelines.errors import MediaError
-from workers.capabilities import for_queue
-from workers.resources import Resources
+from workers.jobs.inline import local_resources
+from workers.jobs.stages import for_queue
 from workers.settings import Settings
 
 
 def main(queues: list[str]) -> int:
-    resources = Resources(Settings(), None)
+    resources = local_resources(Settings())
     report = []
     for queue in queues:
         started = time.monotonic()

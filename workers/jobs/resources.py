@@ -5,65 +5,22 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
-
-from pipelines.results import Sidecars
-from pipelines.vision import ProviderKind, VisionConfig, VisionProvider, make_provider
+from pipelines.vision import VisionProvider, make_provider
+from workers.configs import vision_config
 from workers.settings import Settings
+from workers.store import ResultStore, redis_store
 
 if TYPE_CHECKING:
     from pipelines.speech.stt import Transcriber
     from pipelines.speech.tts import TextToSpeech
     from pipelines.speech.vad import SpeechDetector
     from workers.capabilities import CapabilitySpec
-from workers.store import ResultStore
-
-
-def vision_config(settings: Settings) -> VisionConfig:
-    """Settings -> the frozen config the vision stage takes."""
-    vs = settings.vision
-    provider = ProviderKind(vs.resolved_provider)
-    extra: dict[str, Any] = {}
-    if vs.prompt:
-        extra["prompt"] = vs.prompt
-    return VisionConfig(
-        provider=provider,
-        base_url=vs.base_url,
-        api_key=vs.api_key.get_secret_value(),
-        model=vs.resolved_model() if provider is ProviderKind.OPENAI else "",
-        timeout=vs.timeout,
-        max_side=vs.max_side,
-        min_side=vs.min_side,
-        max_output_chars=vs.max_output_chars,
-        max_concurrency=vs.max_concurrency,
-        **extra,
-    )
-
-
-def redis_client(url: str) -> redis.Redis[bytes]:
-    """A client that rides out a broker restart: connection errors are retried with backoff
-    for about half a minute before they surface."""
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=30,
-        socket_connect_timeout=5,
-        health_check_interval=15,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=20),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-    )
-
-
-def result_store(settings: Settings, url: str) -> ResultStore:
-    client = redis_client(url)
-    return ResultStore(client, Sidecars(settings.results_root), settings.jobs.result_ttl)
 
 
 class Resources:
     """What one worker process holds: settings, the result store, loaded engines."""
 
-    def __init__(self, settings: Settings, store: ResultStore | None) -> None:
+    def __init__(self, settings: Settings, store: ResultStore) -> None:
         self.settings = settings
         self.store = store
         self._lock = threading.Lock()
@@ -90,7 +47,7 @@ class Resources:
         return provider
 
     def transcriber(self) -> tuple[Transcriber, SpeechDetector | None]:
-        from workers.speech import build_transcriber
+        from workers.jobs.speech import build_transcriber
 
         engines: tuple[Transcriber, SpeechDetector | None] = self._engine(
             "stt", lambda: build_transcriber(self.settings)
@@ -98,7 +55,7 @@ class Resources:
         return engines
 
     def synthesizer(self) -> TextToSpeech:
-        from workers.speech import build_synthesizer
+        from workers.jobs.speech import build_synthesizer
 
         tts: TextToSpeech = self._engine("tts", lambda: build_synthesizer(self.settings))
         return tts
@@ -108,13 +65,12 @@ _process: Resources | None = None
 _process_lock = threading.Lock()
 
 
-def for_process(settings: Settings, url: str | None) -> Resources:
-    """The Resources of this process, created on first use (after fork)."""
+def for_process(settings: Settings, url: str) -> Resources:
+    """The Resources of this worker process, created on first use (after fork)."""
     global _process
     with _process_lock:
         if _process is None:
-            store = result_store(settings, url) if url else None
-            _process = Resources(settings, store)
+            _process = Resources(settings, redis_store(settings, url))
         return _process
 
 

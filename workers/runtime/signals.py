@@ -20,7 +20,7 @@ from celery.signals import (
     worker_shutdown,
 )
 
-from workers import resources
+from workers.jobs import resources
 
 trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="-")
 LOG_FORMAT = "%(asctime)s %(levelname)s [trace=%(trace_id)s] %(processName)s %(name)s: %(message)s"
@@ -66,12 +66,11 @@ def _on_postrun(
 
 def _on_process_init(app: Celery) -> None:
     """In each forked child: drop the parent's state, then load this child's engines."""
-    import os
 
-    from workers.capabilities import for_queue
+    from workers.jobs.stages import for_queue
 
     resources.reset_process()
-    queues = [q for q in os.environ.get("MCP_MEDIA_WORKER_QUEUES", "").split(",") if q]
+    queues = app.conf.mcp_media_worker["queues"]
     res = resources.for_process(app.conf.mcp_media_settings, app.conf.broker_url)
     for queue in queues:
         started = time.monotonic()
@@ -84,11 +83,11 @@ _heartbeat: Any = None
 
 def _start_heartbeat(app: Celery) -> None:
     global _heartbeat
-    from workers.recovery import Heartbeat
-    from workers.resources import result_store
+    from workers.runtime.recovery import Heartbeat
+    from workers.store import redis_store
 
     settings = app.conf.mcp_media_settings
-    _heartbeat = Heartbeat(app, result_store(settings, app.conf.broker_url))
+    _heartbeat = Heartbeat(app, redis_store(settings, app.conf.broker_url))
     _heartbeat.start()
 
 

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
-from typing import Any
 
 import redis
 from celery import Celery
 
 from pipelines.results import ResultKey
 from workers import keys
-from workers.store import ResultStore
+from workers.store import RedisStore
 
 log = logging.getLogger("mcp_media.recovery")
 
@@ -36,19 +34,6 @@ return ids
 """
 
 
-def record_job(
-    store: ResultStore,
-    job_id: str,
-    task: str,
-    kwargs: dict[str, Any],
-    queue: str,
-    limits: tuple[float, float],
-    ttl: int,
-) -> None:
-    body = {"task": task, "kwargs": kwargs, "queue": queue, "soft": limits[0], "hard": limits[1]}
-    store.redis.set(keys.job_record(job_id), json.dumps(body), ex=ttl)
-
-
 def renew_leases(
     client: redis.Redis[bytes], job_ids: list[str], lease: float = LEASE_SECONDS
 ) -> None:
@@ -61,7 +46,7 @@ def drop_lease(client: redis.Redis[bytes], job_id: str) -> None:
     client.zrem(keys.LEASES, job_id)
 
 
-def reap(app: Celery, store: ResultStore) -> list[str]:
+def reap(app: Celery, store: RedisStore) -> list[str]:
     """Re-send every job whose lease expired and whose result is not written yet."""
     take = store.redis.register_script(_TAKE_EXPIRED)
     resent = []
@@ -91,7 +76,7 @@ def reap(app: Celery, store: ResultStore) -> list[str]:
 class Heartbeat:
     """Runs in a worker's main process: renews its jobs' leases and reaps dead workers' jobs."""
 
-    def __init__(self, app: Celery, store: ResultStore) -> None:
+    def __init__(self, app: Celery, store: RedisStore) -> None:
         self.app = app
         self.store = store
         self._stop = threading.Event()
@@ -111,16 +96,11 @@ class Heartbeat:
 
     def _announce(self) -> None:
         """Register this worker (queues, pool, processes, threads) for `mcp-media status`."""
-        info = os.environ.get("MCP_MEDIA_WORKER_INFO")
-        if info:
-            data = json.loads(info)
-            data["seen"] = time.time()
-            self.store.redis.hset(keys.WORKERS, data["name"], json.dumps(data))
+        info = self.app.conf.mcp_media_worker
+        self.store.redis.hset(keys.WORKERS, info["name"], json.dumps({**info, "seen": time.time()}))
 
     def forget(self) -> None:
-        info = os.environ.get("MCP_MEDIA_WORKER_INFO")
-        if info:
-            self.store.redis.hdel(keys.WORKERS, json.loads(info)["name"])
+        self.store.redis.hdel(keys.WORKERS, self.app.conf.mcp_media_worker["name"])
 
     def _run(self) -> None:
         from celery.worker import state

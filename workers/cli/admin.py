@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from workers.cli_common import CliError, print_json
+from workers.cli.common import CliError, print_json
 from workers.settings import Settings
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     import time
 
-    from workers.status import collect, format_status
+    from workers.cli.status import collect, format_status
 
     while True:
         report = collect(settings)
@@ -77,8 +76,9 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.app import get_app
-    from workers.supervisor import worker_argv
+    from workers.broker import broker_url
+    from workers.cli.supervisor import run_worker
+    from workers.runtime.app import create_app
 
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     from workers.capabilities import QUEUES
@@ -86,17 +86,16 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     unknown = set(queues) - set(QUEUES)
     if unknown or not queues:
         raise CliError(f"unknown queue(s) {sorted(unknown)}; choose from {', '.join(QUEUES)}")
-    from workers.readiness import check_ready
+    from workers.runtime.readiness import check_ready
 
     check_ready(settings, queues)
-    os.environ["MCP_MEDIA_WORKER_QUEUES"] = ",".join(queues)
-    app = get_app()
-    app.worker_main(worker_argv(settings, queues, args.concurrency))
+    app = create_app(settings, broker_url(settings.home, settings.redis_url).url)
+    run_worker(app, settings, queues, args.concurrency)
     return 0
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.up import run_up
+    from workers.cli.up import run_up
 
     return run_up(settings, grace=args.grace)
 
@@ -106,7 +105,7 @@ def _log_line(line: str) -> None:
 
 
 def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
-    from workers import models
+    from workers.provisioning import models
 
     if args.action == "prepare":
         infos = models.prepare(settings.home, args.names or None, log=_log_line)
@@ -124,6 +123,6 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.demo import run_demo
+    from workers.cli.demo import run_demo
 
     return run_demo(settings)

@@ -1,25 +1,48 @@
-"""Settings -> speech configs and engines, and the speech stages as the workers run them."""
+"""Settings -> the frozen configs the stages take, and each capability's processor version.
+
+Light on purpose: the client computes versions (dedup keys) without loading any engine, so
+nothing here imports numpy, PyAV, sherpa-onnx or an OCR engine.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import secrets
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import MediaKind, StoredBlob
-from pipelines.results import StageOutcome, Status, processor_version
-from pipelines.speech.stt import SttConfig, Transcriber, load_transcriber, load_vad, transcribe
-from pipelines.speech.tts import TextToSpeech, TtsConfig, load_tts
-from pipelines.speech.vad import SpeechDetector
+from pipelines.results import processor_version
+from pipelines.speech.config import SttConfig, TtsConfig
+from pipelines.vision import ProviderKind, VisionConfig
+from pipelines.vision import processor_version as vision_processor_version
 from workers.settings import Settings
 
 STT_DEFAULT = "whisper-tiny.en"
 VAD_DEFAULT = "silero-vad"
+SPEECH_FORMATS = ("ogg", "wav")
+
+
+def vision_config(settings: Settings) -> VisionConfig:
+    vs = settings.vision
+    provider = ProviderKind(vs.resolved_provider)
+    extra: dict[str, Any] = {}
+    if vs.prompt:
+        extra["prompt"] = vs.prompt
+    return VisionConfig(
+        provider=provider,
+        base_url=vs.base_url,
+        api_key=vs.api_key.get_secret_value(),
+        model=vs.resolved_model() if provider is ProviderKind.OPENAI else "",
+        timeout=vs.timeout,
+        max_side=vs.max_side,
+        min_side=vs.min_side,
+        max_output_chars=vs.max_output_chars,
+        max_concurrency=vs.max_concurrency,
+        **extra,
+    )
 
 
 def stt_config(settings: Settings) -> SttConfig:
@@ -68,6 +91,10 @@ def _model_fingerprint(model_dir: Path) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
+def vision_version(settings: Settings) -> str:
+    return vision_processor_version(vision_config(settings))
+
+
 def stt_version(settings: Settings) -> str:
     config = stt_config(settings)
     return processor_version(
@@ -95,30 +122,11 @@ def tts_version(settings: Settings) -> str:
     )
 
 
-def build_transcriber(settings: Settings) -> tuple[Transcriber, SpeechDetector | None]:
-    config = stt_config(settings)
-    return load_transcriber(config), load_vad(config)
-
-
-def build_synthesizer(settings: Settings) -> TextToSpeech:
-    return load_tts(tts_config(settings))
-
-
-def run_transcribe(
-    engines: tuple[Transcriber, SpeechDetector | None], settings: Settings, path: Path
-) -> StageOutcome:
-    transcriber, detector = engines
-    if detector is not None:
-        detector.reset()
-    transcript = transcribe(path, transcriber, stt_config(settings), detector)
-    return StageOutcome(Status.DONE, transcript.to_dict())
-
-
 def synthesis_request(
     text: str, settings: Settings, fmt: str | None = None, speed: float | None = None
 ) -> dict[str, Any]:
     """The parameters of one TTS job; their hash is the job's content key."""
-    if fmt not in (None, "ogg", "wav"):
+    if fmt not in (None, *SPEECH_FORMATS):
         raise PermanentError(f"unknown audio format {fmt!r}: use ogg or wav")
     return {
         "text": text,
@@ -133,49 +141,4 @@ def store_request(settings: Settings, params: Mapping[str, Any]) -> StoredBlob:
     blob = json.dumps(dict(params), sort_keys=True, ensure_ascii=False).encode()
     return settings.media_cache().store_bytes(
         blob, MediaKind.DOCUMENT, mime="application/json", name="speech-request.json"
-    )
-
-
-def read_request(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PermanentError(f"cannot read the synthesis request {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise PermanentError(f"{path} is not a synthesis request")
-    return data
-
-
-def run_synthesize(tts: TextToSpeech, settings: Settings, path: Path) -> StageOutcome:
-    params = read_request(path)
-    text = params.get("text")
-    fmt = params.get("format", "ogg")
-    if not isinstance(text, str) or fmt not in ("ogg", "wav"):
-        raise PermanentError("a synthesis job needs `text` and a format of ogg or wav")
-    speed = float(params.get("speed", settings.tts.speed))
-    if not 0.2 < speed <= 4.0:
-        raise PermanentError(f"speed {speed} is outside 0.2-4.0")
-    if speed != tts.config.speed:  # same loaded voice, another pace
-        tts = TextToSpeech(tts.synthesizer, tts.phonemizer, replace(tts.config, speed=speed))
-    scratch = settings.home / "tmp"
-    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = scratch / f"speech-{secrets.token_hex(8)}.{fmt}"
-    try:
-        speech = tts.synthesize_to_file(text, tmp, fmt)
-        stored = settings.media_cache().store_file(tmp, MediaKind.AUDIO)
-    finally:
-        tmp.unlink(missing_ok=True)
-    voice_ready = fmt == "ogg"
-    tag = f"MEDIA:{stored.path}"
-    return StageOutcome(
-        Status.DONE,
-        {
-            "path": str(stored.path),
-            "format": fmt,
-            "duration_s": round(speech.duration_s, 3),
-            "media_tag": ("[[audio_as_voice]]\n" + tag) if voice_ready else tag,
-            "sample_rate": speech.sample_rate,
-            "sentences": speech.sentences,
-            "audio_sha256": stored.sha256,
-        },
     )

@@ -1,0 +1,50 @@
+"""What the speech stages take: frozen configs, free of numpy, PyAV and sherpa-onnx.
+
+The job client computes processor versions from these without loading any engine, so this
+module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.speech.text import DEFAULT_MAX_CHARS, DEFAULT_SENTENCE_CHARS
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeLimits:
+    max_bytes: int = 512 * 1024 * 1024
+    max_seconds: float = 7200.0
+    max_wall_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class SttConfig:
+    model_dir: Path
+    vad_model: Path | None = None  # silero_vad.onnx or its folder; None: cut at quiet points
+    threads: int = 1
+    language: str = "en"
+    max_seconds: float = 7200.0
+    max_bytes: int = 512 * 1024 * 1024
+    decode_wall_s: float = 600.0
+    single_pass_s: float = 25.0
+    max_segment_s: float = 28.0
+
+    @property
+    def limits(self) -> DecodeLimits:
+        return DecodeLimits(self.max_bytes, self.max_seconds, self.decode_wall_s)
+
+
+@dataclass(frozen=True, slots=True)
+class TtsConfig:
+    model_dir: Path
+    threads: int = 1
+    voice: str = ""  # espeak voice; "" takes the model's own (metadata or .onnx.json)
+    speaker_id: int = 0
+    speed: float = 1.0
+    noise_scale: float = 0.667  # 0 and 0: deterministic, bit-identical output
+    noise_scale_w: float = 0.8
+    max_chars: int = DEFAULT_MAX_CHARS
+    sentence_chars: int = DEFAULT_SENTENCE_CHARS
+    sentence_pause_s: float = 0.25

@@ -1,0 +1,177 @@
+"""The one job path (`workers.jobs.execute`) on the in-memory store: dedup, version check,
+delivery cap and dead letters, claims, and every stage failure turned into a result."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.errors import PermanentError, Skipped
+from pipelines.media import Capability, MediaKind
+from pipelines.results import Envelope, ResultKey, StageOutcome, Status
+from tests.support.factories import png_bytes
+from workers.capabilities import CAPABILITIES
+from workers.jobs.execute import Job, Redelivered, execute
+from workers.jobs.resources import Resources
+from workers.jobs.stages import RUNNERS, Runner
+from workers.localstore import LocalStore
+from workers.settings import Settings
+
+pytestmark = pytest.mark.unit
+
+CAP = Capability.VISION_SUMMARIZE
+
+
+class CountingStage:
+    """A stage that records its calls; `outcome` or `error` says how it ends."""
+
+    def __init__(self, outcome: StageOutcome | None = None, error: Exception | None = None):
+        self.calls: list[Path] = []
+        self.outcome = outcome or StageOutcome(Status.DONE, {"summary": "a cat"})
+        self.error = error
+
+    def __call__(self, res: Resources, path: Path, params: Mapping[str, Any]) -> StageOutcome:
+        self.calls.append(path)
+        if self.error is not None:
+            raise self.error
+        return self.outcome
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings.from_env({"MCP_MEDIA_HOME": str(tmp_path / "home")})
+
+
+@pytest.fixture
+def resources(settings: Settings) -> Resources:
+    return Resources(settings, LocalStore(settings.sidecars()))
+
+
+def cached_job(settings: Settings, **extra: Any) -> Job:
+    stored = settings.media_cache().store_bytes(png_bytes(), MediaKind.IMAGE, mime="image/png")
+    version = CAPABILITIES[CAP].version(settings)
+    return Job(ResultKey(CAP, version, stored.sha256), stored.path, **extra)
+
+
+def runner(stage: CountingStage) -> Runner:
+    return replace(RUNNERS[CAP], stage=stage)
+
+
+def test_done_result_is_stored_once_and_reused(resources: Resources, settings: Settings) -> None:
+    stage = CountingStage()
+    job = cached_job(settings, job_id="j1", trace_id="t1", worker="w")
+    first = execute(resources, job, runner=runner(stage))
+    assert first.status is Status.DONE and first.output == {"summary": "a cat"}
+    assert (first.job_id, first.trace_id, first.worker) == ("j1", "t1", "w")
+    assert settings.sidecars().read(job.key) == first
+    again = execute(resources, replace(job, job_id="j2"), runner=runner(stage))
+    assert again == first
+    assert len(stage.calls) == 1
+
+
+def test_degraded_result_is_retried_by_the_next_submission(
+    resources: Resources, settings: Settings
+) -> None:
+    stage = CountingStage(StageOutcome(Status.DEGRADED, reason="timeout"))
+    job = cached_job(settings, job_id="j1")
+    assert execute(resources, job, runner=runner(stage)).status is Status.DEGRADED
+    # The same delivery again (a stale redelivery) does nothing more...
+    execute(resources, job, runner=runner(stage))
+    assert len(stage.calls) == 1
+    # ...but a new submission runs the stage again.
+    stage.outcome = StageOutcome(Status.DONE, {"summary": "ok now"})
+    assert execute(resources, replace(job, job_id="j2"), runner=runner(stage)).status is Status.DONE
+    assert len(stage.calls) == 2
+
+
+def test_force_runs_again(resources: Resources, settings: Settings) -> None:
+    stage = CountingStage()
+    job = cached_job(settings, job_id="j1")
+    execute(resources, job, runner=runner(stage))
+    forced = replace(job, job_id="j2", params={"force": True})
+    assert execute(resources, forced, runner=runner(stage)).job_id == "j2"
+    assert len(stage.calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "reason"),
+    [
+        (Skipped("vision provider is 'none'"), Status.DEGRADED, "skipped: vision provider"),
+        (PermanentError("bad input"), Status.FAILED, "PermanentError: bad input"),
+        (RuntimeError("engine bug"), Status.FAILED, "RuntimeError: engine bug"),
+    ],
+)
+def test_stage_errors_become_results(
+    resources: Resources, settings: Settings, error: Exception, status: Status, reason: str
+) -> None:
+    job = cached_job(settings, job_id="j1")
+    envelope = execute(resources, job, runner=runner(CountingStage(error=error)))
+    assert envelope.status is status
+    assert envelope.reason is not None and envelope.reason.startswith(reason)
+    assert settings.sidecars().read(job.key) == envelope
+
+
+def test_input_outside_the_cache_is_refused(
+    resources: Resources, settings: Settings, tmp_path: Path
+) -> None:
+    job = cached_job(settings, job_id="j1")
+    outside = tmp_path / "secret.png"
+    outside.write_bytes(png_bytes())  # same bytes, same sha256, wrong place
+    stage = CountingStage()
+    envelope = execute(resources, replace(job, path=outside), runner=runner(stage))
+    assert envelope.status is Status.FAILED and "not a file in the cache" in (envelope.reason or "")
+    assert stage.calls == []
+
+
+def test_version_mismatch_fails_without_running(resources: Resources, settings: Settings) -> None:
+    job = cached_job(settings, job_id="j1")
+    stale = replace(job, key=replace(job.key, version="0dd0dd0dd0dd"))
+    stage = CountingStage()
+    envelope = execute(resources, stale, runner=runner(stage))
+    assert envelope.status is Status.FAILED and "version mismatch" in (envelope.reason or "")
+    assert stage.calls == []
+
+
+def test_delivery_cap_dead_letters(resources: Resources, settings: Settings) -> None:
+    cap = settings.jobs.max_deliveries
+    job = cached_job(settings, job_id="poison", delivery="poison:0")
+    for _ in range(cap):  # each delivery dies before it can store anything
+        assert resources.store.count_delivery("poison:0", 60) <= cap
+    stage = CountingStage()
+    envelope = execute(resources, job, runner=runner(stage))
+    assert envelope.status is Status.FAILED and "dead-lettered" in (envelope.reason or "")
+    assert stage.calls == []
+    (letter,) = resources.store.dead_letters()
+    assert letter["job_id"] == "poison" and letter["key"] == str(job.key)
+
+
+def test_waits_for_the_claim_holder_and_takes_its_result(
+    resources: Resources, settings: Settings
+) -> None:
+    job = cached_job(settings, job_id="j2")
+    store = resources.store
+    held = store.claim(job.key, ttl=30)
+    assert held is not None
+    stage = CountingStage()
+    result: list[Envelope] = []
+    waiter = threading.Thread(
+        target=lambda: result.append(execute(resources, job, runner=runner(stage)))
+    )
+    waiter.start()
+    store.put(Envelope(Status.DONE, job.key, {"summary": "by the other"}, job_id="j1"))
+    store.release(held)
+    waiter.join(timeout=30)
+    assert result and result[0].job_id == "j1"
+    assert stage.calls == []
+
+
+def test_claim_held_too_long_is_redelivered(resources: Resources, settings: Settings) -> None:
+    job = cached_job(settings, job_id="j2")
+    assert resources.store.claim(job.key, ttl=30) is not None
+    with pytest.raises(Redelivered):
+        execute(resources, job, runner=runner(CountingStage()), claim_wait=0.2)

@@ -1,0 +1,191 @@
+"""Running one job: dedup, version check, delivery cap, claim, stage, result. The one path
+for Celery tasks and for `--inline` runs (which use the in-process `LocalStore`)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipelines.errors import PermanentError, Skipped, TransientError
+from pipelines.results import Envelope, ResultKey, StageOutcome, Status
+from workers.capabilities import CAPABILITIES, CapabilitySpec
+from workers.jobs.resources import Resources
+from workers.jobs.stages import RUNNERS, Runner
+from workers.settings import Settings
+from workers.store import Claim, ResultStore, settled
+
+log = logging.getLogger(__name__)
+
+CLAIM_POLL = 0.1
+DELIVERY_TTL = 86400
+
+
+class Redelivered(TransientError):
+    """Another delivery of the same key holds the claim and its outcome is unknown yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    key: ResultKey
+    path: Path
+    params: Mapping[str, Any] = field(default_factory=dict)
+    job_id: str | None = None
+    trace_id: str | None = None
+    attempts: int = 1
+    worker: str | None = None
+    delivery: str | None = None  # counted against the redelivery cap; None: not counted
+
+    @property
+    def force(self) -> bool:
+        return bool(self.params.get("force"))
+
+
+@contextmanager
+def _renewing(store: ResultStore, claim: Claim, ttl: float) -> Iterator[None]:
+    """Keep the claim alive while the stage runs; it expires by itself if we die."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(ttl / 3):
+            try:
+                if not store.renew(claim, ttl):
+                    log.warning("claim on %s was lost while running", claim.key)
+                    return
+            except Exception:  # the broker may be restarting; try again next tick
+                log.warning("claim renewal failed for %s", claim.key, exc_info=True)
+
+    thread = threading.Thread(target=renew, name="claim-renewer", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def checked_input(settings: Settings, key: ResultKey, path: Path) -> Path:
+    """The path a message names, only if it is the cached blob its key names.
+
+    Whoever can publish on the queue chooses the path: without this a job could make a
+    worker read any file it can read (and send it to the vision provider).
+    """
+    real = path.resolve()
+    if not real.is_relative_to(settings.cache_root.resolve()) or not real.is_file():
+        raise PermanentError(f"job input is not a file in the cache: {path}")
+    digest = hashlib.sha256()
+    with real.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != key.sha256:
+        raise PermanentError(f"job input {path} does not match the sha256 of its key")
+    return real
+
+
+def run_stage(resources: Resources, job: Job, runner: Runner) -> StageOutcome:
+    """The stage, with every failure turned into an outcome: nothing escapes into the agent.
+
+    `Skipped` (a capability turned off) is `degraded`, so a later submission runs again once
+    it is turned on; anything else that goes wrong is `failed` with its type and message.
+    """
+    try:
+        path = checked_input(resources.settings, job.key, job.path)
+        return runner.stage(resources, path, job.params)
+    except Skipped as exc:
+        return StageOutcome(Status.DEGRADED, reason=f"skipped: {exc}")
+    except Exception as exc:
+        if not isinstance(exc, PermanentError):
+            log.exception("stage %s failed on %s", job.key.capability, job.key)
+        return StageOutcome(Status.FAILED, reason=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def failed(job: Job, reason: str) -> Envelope:
+    return Envelope(
+        status=Status.FAILED,
+        key=job.key,
+        output={},
+        job_id=job.job_id,
+        worker=job.worker,
+        attempts=job.attempts,
+        reason=reason,
+        trace_id=job.trace_id,
+    )
+
+
+def execute(
+    resources: Resources,
+    job: Job,
+    spec: CapabilitySpec | None = None,
+    runner: Runner | None = None,
+    claim_wait: float = 600.0,
+) -> Envelope:
+    """Run one job once per key across the cluster and record its envelope.
+
+    `spec` and `runner` default to the declared ones of the key's capability.
+    """
+    spec = spec or CAPABILITIES[job.key.capability]
+    runner = runner or RUNNERS[job.key.capability]
+    store = resources.store
+    existing = store.get(job.key)
+    if settled(existing, job.job_id, job.force):
+        assert existing is not None
+        return existing  # finished before, or a stale redelivery of finished work
+    own_version = resources.version(spec)
+    if job.key.version != own_version:
+        return _record(
+            store,
+            failed(
+                job,
+                f"processor version mismatch: submitted {job.key.version}, this worker runs "
+                f"{own_version}; give clients and workers the same settings",
+            ),
+        )
+    if job.delivery is not None and job.job_id is not None:
+        cap = resources.settings.jobs.max_deliveries
+        count = store.count_delivery(job.delivery, ttl=DELIVERY_TTL)
+        if count > cap:
+            reason = f"dead-lettered: delivered {count} times (cap {cap}); the job kills its worker"
+            store.dead_letter(job.job_id, job.key, reason)
+            return _record(store, failed(job, reason))
+    ttl = resources.settings.jobs.claim_ttl
+    deadline = time.monotonic() + claim_wait
+    while (claim := store.claim(job.key, ttl)) is None:
+        if time.monotonic() > deadline:
+            raise Redelivered(f"{job.key} is still claimed by another worker")
+        time.sleep(CLAIM_POLL)
+    try:
+        # Whoever held the claim before us may have finished the work meanwhile.
+        found = store.get(job.key)
+        if settled(found, job.job_id, job.force):
+            assert found is not None
+            return found
+        started, started_at = time.monotonic(), time.time()
+        with _renewing(store, claim, ttl):
+            outcome = run_stage(resources, job, runner)
+        envelope = Envelope(
+            status=outcome.status,
+            key=job.key,
+            output=outcome.output,
+            job_id=job.job_id,
+            worker=job.worker,
+            attempts=job.attempts,
+            elapsed_ms=round((time.monotonic() - started) * 1000),
+            reason=outcome.reason,
+            trace_id=job.trace_id,
+            started_at=started_at,
+        )
+        return _record(store, envelope)
+    finally:
+        store.release(claim)
+
+
+def _record(store: ResultStore, envelope: Envelope) -> Envelope:
+    store.put(envelope)
+    log.info("stored %s result for %s (job %s)", envelope.status, envelope.key, envelope.job_id)
+    return envelope

@@ -1,0 +1,156 @@
+"""LocalStore: the in-memory twin of the Redis result store, for one process.
+
+It keeps the `ResultStore` contract without a broker: `--inline` runs use it (with the
+sidecar files as the truth, so results survive the process and dedup across runs), and
+unit tests use it to check claims, dead letters and dedup without any service. Claims and
+slots expire like their Redis counterparts; a lock makes it safe across threads.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from pipelines.results import Envelope, ResultKey, Sidecars
+from workers.store import Claim
+
+
+class LocalStore:
+    def __init__(self, sidecars: Sidecars, clock: Callable[[], float] = time.monotonic) -> None:
+        self.sidecars = sidecars
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._results: dict[ResultKey, Envelope] = {}
+        self._inflight: dict[ResultKey, str] = {}
+        self._jobs: dict[str, ResultKey] = {}
+        self._records: dict[str, dict[str, Any]] = {}
+        self._claims: dict[ResultKey, tuple[str, float]] = {}
+        self._slots: dict[str, dict[str, float]] = {}
+        self._deliveries: Counter[str] = Counter()
+        self._dead: list[dict[str, Any]] = []
+        self._counts: dict[str, Counter[str]] = {}
+
+    def get(self, key: ResultKey) -> Envelope | None:
+        with self._lock:
+            found = self._results.get(key)
+        if found is None:
+            found = self.sidecars.read(key)
+            if found is not None:
+                with self._lock:
+                    self._results[key] = found
+        return found
+
+    def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]:
+        return {key: env for key in wanted if (env := self.get(key)) is not None}
+
+    def put(self, envelope: Envelope) -> None:
+        self.sidecars.write(envelope)
+        with self._lock:
+            self._results[envelope.key] = envelope
+            self._inflight.pop(envelope.key, None)
+            if envelope.job_id:
+                self._jobs[envelope.job_id] = envelope.key
+            counts = self._counts.setdefault(envelope.key.capability.value, Counter())
+            counts[envelope.status.value] += 1
+
+    def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str:
+        with self._lock:
+            current = self._inflight.setdefault(key, job_id)
+            if current == job_id:
+                self._jobs[job_id] = key
+            return current
+
+    def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None:
+        with self._lock:
+            self._records[job_id] = dict(record)
+
+    def forget_job(self, key: ResultKey, job_id: str) -> None:
+        with self._lock:
+            if self._inflight.get(key) == job_id:
+                del self._inflight[key]
+
+    def inflight_job(self, key: ResultKey) -> str | None:
+        with self._lock:
+            return self._inflight.get(key)
+
+    def key_for_job(self, job_id: str) -> ResultKey | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def latest_key(self, capability: str, sha256: str) -> ResultKey | None:
+        with self._lock:
+            for key in reversed(list(self._results)):
+                if key.capability.value == capability and key.sha256 == sha256:
+                    return key
+        return None
+
+    def count_delivery(self, job_id: str, ttl: int) -> int:
+        with self._lock:
+            self._deliveries[job_id] += 1
+            return self._deliveries[job_id]
+
+    def dead_letter(self, job_id: str, key: ResultKey, reason: str) -> None:
+        entry = {"job_id": job_id, "key": str(key), "reason": reason, "at": time.time()}
+        with self._lock:
+            self._dead.insert(0, entry)
+
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._dead[:limit])
+
+    def claim(self, key: ResultKey, ttl: float) -> Claim | None:
+        now = self._clock()
+        with self._lock:
+            held = self._claims.get(key)
+            if held is not None and held[1] > now:
+                return None
+            token = secrets.token_hex(8)
+            self._claims[key] = (token, now + ttl)
+            return Claim(key, token)
+
+    def renew(self, claim: Claim, ttl: float) -> bool:
+        now = self._clock()
+        with self._lock:
+            held = self._claims.get(claim.key)
+            if held is None or held[0] != claim.token or held[1] <= now:
+                return False
+            self._claims[claim.key] = (claim.token, now + ttl)
+            return True
+
+    def release(self, claim: Claim) -> None:
+        with self._lock:
+            held = self._claims.get(claim.key)
+            if held is not None and held[0] == claim.token:
+                del self._claims[claim.key]
+
+    def claimed(self, key: ResultKey) -> bool:
+        with self._lock:
+            held = self._claims.get(key)
+            return held is not None and held[1] > self._clock()
+
+    def acquire_slot(self, name: str, limit: int, ttl: float) -> str | None:
+        now = self._clock()
+        with self._lock:
+            slots = self._slots.setdefault(name, {})
+            for token in [t for t, expiry in slots.items() if expiry <= now]:
+                del slots[token]
+            if len(slots) >= limit:
+                return None
+            token = secrets.token_hex(12)
+            slots[token] = now + ttl
+            return token
+
+    def release_slot(self, name: str, token: str) -> None:
+        with self._lock:
+            self._slots.get(name, {}).pop(token, None)
+
+    def status_counts(self, capability: str) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts.get(capability, Counter()))
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,37 @@
+"""The Celery app of a worker process: the shared configuration, the tasks and the hooks.
+
+`celery -A workers.runtime.app worker` and `mcp-media worker` both use `get_app()`; the
+broker is MCP_MEDIA_REDIS_URL or the embedded redis-server of MCP_MEDIA_HOME.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from celery import Celery
+
+from workers.broker import broker_url
+from workers.celery_app import base_app
+from workers.runtime import signals, tasks
+from workers.settings import Settings
+
+
+def create_app(settings: Settings, url: str) -> Celery:
+    app = base_app(settings, url)
+    tasks.register(app)
+    signals.connect(app)
+    return app
+
+
+@functools.cache
+def get_app() -> Celery:
+    settings = Settings()
+    return create_app(settings, broker_url(settings.home, settings.redis_url).url)
+
+
+def __getattr__(name: str) -> Any:
+    # `celery -A workers.runtime.app` looks up `app`; build it on first use, not at import.
+    if name in ("app", "celery"):
+        return get_app()
+    raise AttributeError(name)
