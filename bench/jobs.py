@@ -24,7 +24,7 @@ from pipelines.ingest import validate_image
 from pipelines.media import Capability, MediaKind
 from pipelines.render import annotate, render_with_jobs, wrap_untrusted
 from pipelines.results import Status
-from pipelines.vision import OutcomeStatus, make_provider, summarize_image
+from pipelines.vision import make_provider, summarize_image
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from workers import keys
 from workers.client import JobHandle
@@ -117,9 +117,9 @@ def _agent_text(cluster: BenchCluster, fake: FakeOpenAI) -> None:
             notes: dict[str, list[str]] = {}
             for blob in rendered.media:
                 outcome = summarize_image(blob.path, config, provider)
-                if outcome.status is not OutcomeStatus.DONE or outcome.summary is None:
-                    raise RuntimeError(f"inline summary degraded: {outcome.detail}")
-                notes[blob.sha256] = [wrap_untrusted(VISION.value, outcome.summary)]
+                if outcome.status is not Status.DONE or outcome.output["summary"] is None:
+                    raise RuntimeError(f"inline summary degraded: {outcome.reason}")
+                notes[blob.sha256] = [wrap_untrusted(VISION.value, outcome.output["summary"])]
             annotate(rendered.text, rendered.media, notes)
             inline_s.append(time.perf_counter() - start)
     close = getattr(provider, "close", None)

@@ -33,6 +33,7 @@ from pipelines.imaging import (
     load_image,
     prepare_image,
 )
+from pipelines.results import StageOutcome, Status
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,6 @@ class ProviderKind(StrEnum):
     OPENAI = "openai"
     LOCAL = "local"
     NONE = "none"
-
-
-class OutcomeStatus(StrEnum):
-    DONE = "done"
-    DEGRADED = "degraded"
 
 
 class DegradedReason(StrEnum):
@@ -171,8 +167,9 @@ class FactsDict(TypedDict):
     mode: str
 
 
-class VisionOutcomeDict(TypedDict):
-    status: str
+class VisionOutputDict(TypedDict):
+    """The `output` of a vision result, done or degraded."""
+
     summary: str | None
     reason: str | None
     detail: str | None
@@ -184,40 +181,9 @@ class VisionOutcomeDict(TypedDict):
     elapsed_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class VisionOutcome:
-    status: OutcomeStatus
-    summary: str | None
-    reason: DegradedReason | None
-    detail: str | None  # human-readable, e.g. "provider answered HTTP 500: ..."
-    retryable: bool  # a degraded outcome that may succeed if run again later
-    facts: ImageFacts | None
-    provider: str
-    model: str
-    processor_version: str
-    elapsed_ms: int
-
-    def to_dict(self) -> VisionOutcomeDict:
-        facts: FactsDict | None = None
-        if self.facts is not None:
-            f = self.facts
-            facts = {"width": f.width, "height": f.height, "format": f.format, "mode": f.mode}
-        return {
-            "status": str(self.status),
-            "summary": self.summary,
-            "reason": None if self.reason is None else str(self.reason),
-            "detail": self.detail,
-            "retryable": self.retryable,
-            "facts": facts,
-            "provider": self.provider,
-            "model": self.model,
-            "processor_version": self.processor_version,
-            "elapsed_ms": self.elapsed_ms,
-        }
-
-
-def summarize_image(path: Path, config: VisionConfig, provider: VisionProvider) -> VisionOutcome:
-    """Describe the image at `path`. Fail-open: problems become a `degraded` outcome."""
+def summarize_image(path: Path, config: VisionConfig, provider: VisionProvider) -> StageOutcome:
+    """Describe the image at `path`. Fail-open: problems become a `degraded` outcome whose
+    reason names the failure (`timeout: provider did not answer`)."""
     started = time.monotonic()
     facts: ImageFacts | None = None
 
@@ -226,22 +192,27 @@ def summarize_image(path: Path, config: VisionConfig, provider: VisionProvider) 
         reason: DegradedReason | None = None,
         detail: str | None = None,
         retryable: bool = False,
-    ) -> VisionOutcome:
-        status = OutcomeStatus.DONE if reason is None else OutcomeStatus.DEGRADED
-        if reason is not None:
-            log.warning("vision degraded for %s: %s: %s", path.name, reason, detail)
-        return VisionOutcome(
-            status=status,
-            summary=summary,
-            reason=reason,
-            detail=detail,
-            retryable=retryable,
-            facts=facts,
-            provider=str(config.provider),
-            model=config.effective_model,
-            processor_version=processor_version(config),
-            elapsed_ms=round((time.monotonic() - started) * 1000),
-        )
+    ) -> StageOutcome:
+        shown: FactsDict | None = None
+        if facts is not None:
+            f = facts
+            shown = {"width": f.width, "height": f.height, "format": f.format, "mode": f.mode}
+        output: VisionOutputDict = {
+            "summary": summary,
+            "reason": None if reason is None else str(reason),
+            "detail": detail,
+            "retryable": retryable,
+            "facts": shown,
+            "provider": str(config.provider),
+            "model": config.effective_model,
+            "processor_version": processor_version(config),
+            "elapsed_ms": round((time.monotonic() - started) * 1000),
+        }
+        if reason is None:
+            return StageOutcome(Status.DONE, dict(output))
+        log.warning("vision degraded for %s: %s: %s", path.name, reason, detail)
+        why = f"{reason}: {detail}" if detail else str(reason)
+        return StageOutcome(Status.DEGRADED, dict(output), reason=why)
 
     try:
         loaded = load_image(path, max_side=config.max_side, max_pixels=config.max_pixels)

@@ -19,13 +19,12 @@ from PIL import Image, ImageDraw, ImageFont
 from pipelines.engines.openai_vision import OpenAIVisionProvider
 from pipelines.errors import ConfigError, Skipped
 from pipelines.imaging import PreparedImage
+from pipelines.results import StageOutcome, Status
 from pipelines.vision import (
     DegradedReason,
     LocalVisionProvider,
-    OutcomeStatus,
     ProviderKind,
     VisionConfig,
-    VisionOutcome,
     clean_text,
     make_provider,
     processor_version,
@@ -61,7 +60,7 @@ def openai_config(base_url: str, **changes: object) -> VisionConfig:
     return VisionConfig(**options)  # type: ignore[arg-type]
 
 
-def describe(path: Path, config: VisionConfig) -> tuple[VisionOutcome, float]:
+def describe(path: Path, config: VisionConfig) -> tuple[StageOutcome, float]:
     """Run the stage with a fresh real provider; return the outcome and the wall time."""
     with OpenAIVisionProvider(config) as provider:
         started = time.monotonic()
@@ -84,11 +83,14 @@ def test_done_path_sends_model_prompt_and_image(fake: FakeOpenAI, picture: Path)
 
     outcome, _ = describe(picture, config)
 
-    assert outcome.status is OutcomeStatus.DONE
-    assert outcome.summary == "A red rectangle on a white background."
-    assert outcome.reason is None
-    assert outcome.model == "fake-vision-1"
-    assert outcome.facts is not None and (outcome.facts.width, outcome.facts.height) == (320, 200)
+    assert outcome.status is Status.DONE
+    assert outcome.output["summary"] == "A red rectangle on a white background."
+    assert outcome.output["reason"] is None
+    assert outcome.output["model"] == "fake-vision-1"
+    assert outcome.output["facts"] is not None and (
+        outcome.output["facts"]["width"],
+        outcome.output["facts"]["height"],
+    ) == (320, 200)
     [request] = fake.received
     assert (request.model, request.prompt) == ("fake-vision-1", "What is this?")
     assert (request.image_width, request.image_height) == (320, 200)
@@ -102,7 +104,7 @@ def test_api_key_never_appears_in_reprs_or_results(fake: FakeOpenAI, picture: Pa
 
     assert SECRET not in repr(config)
     assert SECRET not in repr(outcome)
-    assert SECRET not in json.dumps(outcome.to_dict())
+    assert SECRET not in json.dumps(dict(outcome.output))
 
 
 def test_slow_provider_degrades_within_the_timeout(fake: FakeOpenAI, picture: Path) -> None:
@@ -110,10 +112,10 @@ def test_slow_provider_degrades_within_the_timeout(fake: FakeOpenAI, picture: Pa
 
     outcome, elapsed = describe(picture, openai_config(fake.base_url, timeout=1.0))
 
-    assert outcome.status is OutcomeStatus.DEGRADED
-    assert outcome.reason is DegradedReason.TIMEOUT
-    assert outcome.summary is None
-    assert outcome.retryable
+    assert outcome.status is Status.DEGRADED
+    assert outcome.output["reason"] == DegradedReason.TIMEOUT
+    assert outcome.output["summary"] is None
+    assert outcome.output["retryable"]
     assert elapsed < 1.0 + 2.0
 
 
@@ -126,7 +128,7 @@ def test_drip_response_hits_the_total_deadline(
 
     outcome, elapsed = describe(picture, openai_config(fake.base_url, timeout=1.5))
 
-    assert outcome.reason is DegradedReason.TIMEOUT
+    assert outcome.output["reason"] == DegradedReason.TIMEOUT
     assert elapsed < 1.5 + 2.0
 
 
@@ -136,7 +138,7 @@ def test_huge_body_is_capped(fake: FakeOpenAI, picture: Path, chunked: bool) -> 
 
     outcome, elapsed = describe(picture, openai_config(fake.base_url, timeout=10.0))
 
-    assert outcome.reason is DegradedReason.RESPONSE_TOO_LARGE
+    assert outcome.output["reason"] == DegradedReason.RESPONSE_TOO_LARGE
     assert elapsed < 10.0
 
 
@@ -156,9 +158,9 @@ def test_bad_answers_degrade_with_their_reason(
 
     outcome, _ = describe(picture, openai_config(fake.base_url))
 
-    assert outcome.status is OutcomeStatus.DEGRADED
-    assert outcome.reason is reason
-    assert outcome.summary is None
+    assert outcome.status is Status.DEGRADED
+    assert outcome.output["reason"] == reason
+    assert outcome.output["summary"] is None
 
 
 def test_server_error_is_retried_once_then_degrades(fake: FakeOpenAI, picture: Path) -> None:
@@ -166,9 +168,9 @@ def test_server_error_is_retried_once_then_degrades(fake: FakeOpenAI, picture: P
 
     outcome, _ = describe(picture, openai_config(fake.base_url, max_retries=1))
 
-    assert outcome.reason is DegradedReason.HTTP_ERROR
-    assert outcome.detail is not None and "HTTP 500" in outcome.detail
-    assert outcome.retryable
+    assert outcome.output["reason"] == DegradedReason.HTTP_ERROR
+    assert outcome.output["detail"] is not None and "HTTP 500" in outcome.output["detail"]
+    assert outcome.output["retryable"]
     assert fake.request_count == 2
 
 
@@ -177,9 +179,9 @@ def test_client_error_is_not_retried(fake: FakeOpenAI, picture: Path) -> None:
 
     outcome, _ = describe(picture, openai_config(fake.base_url, max_retries=3))
 
-    assert outcome.reason is DegradedReason.HTTP_ERROR
-    assert outcome.detail is not None and "HTTP 404" in outcome.detail
-    assert not outcome.retryable
+    assert outcome.output["reason"] == DegradedReason.HTTP_ERROR
+    assert outcome.output["detail"] is not None and "HTTP 404" in outcome.output["detail"]
+    assert not outcome.output["retryable"]
     assert fake.request_count == 1
 
 
@@ -191,7 +193,7 @@ def test_connection_refused(picture: Path) -> None:
 
     outcome, elapsed = describe(picture, openai_config(f"http://127.0.0.1:{port}/v1"))
 
-    assert outcome.reason is DegradedReason.CONNECTION_REFUSED
+    assert outcome.output["reason"] == DegradedReason.CONNECTION_REFUSED
     assert elapsed < 5.0
 
 
@@ -203,13 +205,13 @@ def test_large_image_reaches_provider_downscaled(fake: FakeOpenAI, tmp_path: Pat
 
     outcome, _ = describe(path, openai_config(fake.base_url))
 
-    assert outcome.status is OutcomeStatus.DONE
+    assert outcome.status is Status.DONE
     [request] = fake.received
     assert request.image_width is not None and request.image_height is not None
     assert max(request.image_width, request.image_height) <= 1568
     assert (request.image_width, request.image_height) == (1568, 1045)
     assert request.image_bytes <= VisionConfig().max_image_bytes
-    assert outcome.facts is not None and outcome.facts.width == 6000
+    assert outcome.output["facts"] is not None and outcome.output["facts"]["width"] == 6000
 
 
 @pytest.mark.parametrize(
@@ -235,8 +237,8 @@ def test_low_information_images_never_reach_the_provider(
 
     outcome, _ = describe(path, openai_config(fake.base_url))
 
-    assert outcome.status is OutcomeStatus.DONE
-    assert outcome.summary is not None and outcome.summary.startswith(expected)
+    assert outcome.status is Status.DONE
+    assert outcome.output["summary"] is not None and outcome.output["summary"].startswith(expected)
     assert fake.request_count == 0
 
 
@@ -248,10 +250,10 @@ def test_decompression_bomb_degrades_without_a_request(fake: FakeOpenAI, tmp_pat
 
     outcome, _ = describe(path, openai_config(fake.base_url))
 
-    assert outcome.status is OutcomeStatus.DEGRADED
-    assert outcome.reason is DegradedReason.DECOMPRESSION_BOMB
-    assert outcome.detail is not None and "decompression bomb" in outcome.detail
-    assert not outcome.retryable
+    assert outcome.status is Status.DEGRADED
+    assert outcome.output["reason"] == DegradedReason.DECOMPRESSION_BOMB
+    assert outcome.output["detail"] is not None and "decompression bomb" in outcome.output["detail"]
+    assert not outcome.output["retryable"]
     assert fake.request_count == 0
 
 
@@ -261,8 +263,8 @@ def test_unreadable_image_degrades(fake: FakeOpenAI, tmp_path: Path) -> None:
 
     outcome, _ = describe(path, openai_config(fake.base_url))
 
-    assert outcome.reason is DegradedReason.UNREADABLE_IMAGE
-    assert outcome.facts is None
+    assert outcome.output["reason"] == DegradedReason.UNREADABLE_IMAGE
+    assert outcome.output["facts"] is None
     assert fake.request_count == 0
 
 
@@ -271,11 +273,11 @@ def test_reply_is_cleaned_and_capped(fake: FakeOpenAI, picture: Path) -> None:
 
     outcome, _ = describe(picture, openai_config(fake.base_url, max_output_chars=100))
 
-    assert outcome.summary is not None
-    assert outcome.summary.startswith("[31mRed box\nline two\twith tab word")
-    assert len(outcome.summary) <= 100
-    assert outcome.summary.endswith("…")
-    assert not any(ch in outcome.summary for ch in "\x1b\x07\u202e\r")
+    assert outcome.output["summary"] is not None
+    assert outcome.output["summary"].startswith("[31mRed box\nline two\twith tab word")
+    assert len(outcome.output["summary"]) <= 100
+    assert outcome.output["summary"].endswith("…")
+    assert not any(ch in outcome.output["summary"] for ch in "\x1b\x07\u202e\r")
 
 
 def test_control_characters_only_is_empty(fake: FakeOpenAI, picture: Path) -> None:
@@ -283,7 +285,7 @@ def test_control_characters_only_is_empty(fake: FakeOpenAI, picture: Path) -> No
 
     outcome, _ = describe(picture, openai_config(fake.base_url))
 
-    assert outcome.reason is DegradedReason.EMPTY_RESPONSE
+    assert outcome.output["reason"] == DegradedReason.EMPTY_RESPONSE
 
 
 @given(st.text(), st.integers(min_value=1, max_value=300))
@@ -298,7 +300,7 @@ def test_clean_text_never_leaks_controls_or_length(text: str, limit: int) -> Non
 def test_one_provider_serves_concurrent_calls(fake: FakeOpenAI, picture: Path) -> None:
     fake.set(latency=0.5)
     config = openai_config(fake.base_url)
-    outcomes: list[VisionOutcome] = []
+    outcomes: list[StageOutcome] = []
     with OpenAIVisionProvider(config) as provider:
         threads = [
             threading.Thread(
@@ -311,7 +313,7 @@ def test_one_provider_serves_concurrent_calls(fake: FakeOpenAI, picture: Path) -
         for thread in threads:
             thread.join(10)
 
-    assert [o.status for o in outcomes] == [OutcomeStatus.DONE] * 4
+    assert [o.status for o in outcomes] == [Status.DONE] * 4
     assert fake.max_in_flight == 4
 
 
@@ -359,9 +361,9 @@ class BrokenProvider:
 def test_unexpected_provider_exception_fails_open(picture: Path) -> None:
     outcome = summarize_image(picture, VisionConfig(), BrokenProvider())
 
-    assert outcome.status is OutcomeStatus.DEGRADED
-    assert outcome.reason is DegradedReason.PROVIDER_ERROR
-    assert outcome.detail == "RuntimeError: bug in a provider"
+    assert outcome.status is Status.DEGRADED
+    assert outcome.output["reason"] == DegradedReason.PROVIDER_ERROR
+    assert outcome.output["detail"] == "RuntimeError: bug in a provider"
 
 
 def render_text(path: Path, lines: list[str]) -> None:
@@ -383,10 +385,12 @@ def test_local_provider_reads_text(tmp_path: Path) -> None:
 
     outcome = summarize_image(path, config, provider)
 
-    assert outcome.status is OutcomeStatus.DONE, outcome.detail
-    assert outcome.summary is not None
-    assert outcome.summary.startswith("PNG image, 900x260, mostly white with black; text (OCR):")
-    text = outcome.summary.lower()
+    assert outcome.status is Status.DONE, outcome.output["detail"]
+    assert outcome.output["summary"] is not None
+    assert outcome.output["summary"].startswith(
+        "PNG image, 900x260, mostly white with black; text (OCR):"
+    )
+    text = outcome.output["summary"].lower()
     for word in ("quarterly", "revenue", "2024", "invoice", "4471", "paid"):
         assert word in text
 
@@ -408,7 +412,7 @@ def test_fake_server_runs_as_a_process(picture: Path) -> None:
 
         outcome, _ = describe(picture, openai_config(base_url))
 
-        assert outcome.summary == "remote"
+        assert outcome.output["summary"] == "remote"
         assert control.stats()["requests"] == 1
     finally:
         process.terminate()

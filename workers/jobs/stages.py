@@ -13,7 +13,7 @@ from typing import Any
 from pipelines.errors import ConfigError
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
-from pipelines.vision import OutcomeStatus, summarize_image
+from pipelines.vision import summarize_image
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
 
@@ -40,15 +40,10 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
                     )
                 time.sleep(SLOT_POLL)
     try:
-        outcome = summarize_image(path, config, resources.vision_provider())
+        return summarize_image(path, config, resources.vision_provider())
     finally:
         if token is not None:
             store.release_slot(VISION_SLOT, token)
-    output: dict[str, Any] = outcome.to_dict()  # type: ignore[assignment]
-    if outcome.status is OutcomeStatus.DONE:
-        return StageOutcome(Status.DONE, output)
-    reason = f"{outcome.reason}: {outcome.detail}" if outcome.detail else str(outcome.reason)
-    return StageOutcome(Status.DEGRADED, output, reason=reason)
 
 
 def transcribe(resources: Resources, path: Path) -> StageOutcome:
