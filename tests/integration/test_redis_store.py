@@ -3,8 +3,10 @@ checked on a real redis-server with the same checks as the in-memory twin."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -12,7 +14,8 @@ import redis
 from tests.support import store_contract as contract
 from workers import keys
 from workers.broker import Broker
-from workers.runtime.recovery import drop_lease, renew_leases
+from workers.celery_app import base_app
+from workers.runtime.recovery import drop_lease, reap, renew_leases
 from workers.settings import Settings
 from workers.store import RedisStore, redis_store
 
@@ -59,3 +62,28 @@ def test_leases_renew_and_drop(make: contract.MakeStore, tmp_path: Path) -> None
     assert {m.decode() for m in store.redis.zrange(keys.LEASES, 0, -1)} == {"a", "b"}
     drop_lease(store.redis, "a")
     assert [m.decode() for m in store.redis.zrange(keys.LEASES, 0, -1)] == ["b"]
+
+
+def test_reap_resends_only_unfinished_jobs_of_expired_leases(
+    make: contract.MakeStore, tmp_path: Path, broker: Broker
+) -> None:
+    store = make(tmp_path)
+    assert isinstance(store, RedisStore)
+    app = base_app(Settings.from_env({"MCP_MEDIA_HOME": str(tmp_path)}), broker.url)
+    finished = contract.envelope(contract.OTHER, job_id="finished")
+    store.put(finished)
+    for job_id, key in (("orphan", contract.KEY), ("finished", contract.OTHER)):
+        kwargs: dict[str, Any] = {"key": str(key), "path": "/x", "trace_id": None, "params": {}}
+        record = {"task": "mcp_media.summarize_image", "kwargs": kwargs, "queue": "vision"}
+        store.record_job(job_id, {**record, "soft": 10, "hard": 20}, 600)
+    renew_leases(store.redis, ["orphan", "finished"], lease=-1)  # both holders stopped
+    renew_leases(store.redis, ["alive"], lease=60)
+    try:
+        assert reap(app, store) == ["orphan"]
+        assert store.redis.llen("vision") == 1  # the orphan, re-sent with its own id
+        message = json.loads(store.redis.lindex("vision", 0) or b"{}")
+        assert message["headers"]["id"] == "orphan"
+        assert [m.decode() for m in store.redis.zrange(keys.LEASES, 0, -1)] == ["alive"]
+        assert reap(app, store) == []  # taken atomically: one reaper re-sends a job once
+    finally:
+        app.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import re
 import shlex
 from collections.abc import Iterator, Mapping
@@ -278,19 +277,16 @@ def test_workers_share_one_named_volume_at_mcp_media_home(
     assert len(mounts) == 1, f"every worker must mount the same volume at one home: {mounts}"
 
 
-def _settings_for(
-    service: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> Settings:
+def _settings_for(service: Mapping[str, Any], tmp_path: Path) -> Settings:
     """The Settings a worker of this service gets when only the required variables are set."""
-    for key in list(os.environ):
-        if key.startswith("MCP_MEDIA_") or key == "AUXILIARY_VISION_MODEL":
-            monkeypatch.delenv(key)
     shell = {"REDIS_PASSWORD": "x"}
-    for key, value in environment(service).items():
-        if value is not None:
-            monkeypatch.setenv(key, interpolate(value, shell))
-    monkeypatch.setenv("MCP_MEDIA_HOME", str(tmp_path))  # Settings() must not touch the real one
-    return Settings()
+    env = {
+        key: interpolate(value, shell)
+        for key, value in environment(service).items()
+        if value is not None
+    }
+    env["MCP_MEDIA_HOME"] = str(tmp_path)  # the settings must not touch the real home
+    return Settings.from_env(env)
 
 
 def test_stop_grace_period_outlasts_the_longest_job(
@@ -299,7 +295,7 @@ def test_stop_grace_period_outlasts_the_longest_job(
     for name, queue in WORKERS.items():
         service = services[name]
         assert service.get("stop_signal", "SIGTERM") == "SIGTERM", "SIGTERM = warm shutdown"
-        settings = _settings_for(service, monkeypatch, tmp_path)
+        settings = _settings_for(service, tmp_path)
         _soft, hard = for_queue(queue).time_limits(settings, settings.max_blob_bytes)
         grace = seconds(str(service["stop_grace_period"]))
         assert grace > hard, f"{name}: stop_grace_period {grace:.0f} s <= hard limit {hard:.0f} s"
@@ -506,7 +502,7 @@ def test_keda_deployment_grace_outlasts_the_longest_job(
         (container,) = spec["containers"]
         queue = flag_value([str(a) for a in container["args"]], "--queues")
         env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-        settings = _settings_for({"environment": env}, monkeypatch, tmp_path)
+        settings = _settings_for({"environment": env}, tmp_path)
         _soft, hard = for_queue(queue).time_limits(settings, settings.max_blob_bytes)
         assert spec["terminationGracePeriodSeconds"] > hard
         assert spec["securityContext"]["runAsNonRoot"] is True
