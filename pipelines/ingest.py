@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -45,8 +44,6 @@ def ingest(
     per-block failure becomes a marker in the text and in `markers`.
     """
     parsed = parse_tool_result(result)
-    if parsed.is_error:
-        return _render_error(parsed)
     return _Ingestion(cache, server, capabilities).run(parsed)
 
 
@@ -59,6 +56,7 @@ class _Ingestion:
         self.capabilities = capabilities
         self.lines: list[str] = []
         self.media: list[StoredBlob] = []
+        self.media_blocks: list[int] = []
         self.markers: list[Marker] = []
         self.jobs: dict[tuple[Capability, str], JobRequest] = {}
 
@@ -75,13 +73,19 @@ class _Ingestion:
                     MarkerReason.CACHE_ERROR,
                     f"cache error: {type(exc).__name__}: {exc}",
                 )
+        text = "\n".join(self.lines)
+        if parsed.is_error and not text.strip():
+            text = render.ERROR_FALLBACK
         return RenderedResult(
-            text="\n".join(self.lines),
-            is_error=False,
-            structured_content=_structured(parsed),
+            text=text,
+            is_error=parsed.is_error,
+            # Passed through as it came: typed tools return it beside a text copy of itself,
+            # and an SDK client with an output schema requires it.
+            structured_content=parsed.structured_content,
             media=tuple(self.media),
             markers=tuple(self.markers),
             jobs=tuple(self.jobs.values()),
+            media_blocks=tuple(self.media_blocks),
         )
 
     def _block(self, index: int, block: Block) -> None:
@@ -92,16 +96,28 @@ class _Ingestion:
                 stored = self.cache.store_base64(
                     data, MediaKind.IMAGE, mime=mime, validate=validate_image
                 )
-                self._add_media(stored)
+                self._add_media(index, stored)
             case AudioBlock(data=data, mime=mime):
                 stored = self.cache.store_base64(data, MediaKind.AUDIO, mime=mime)
-                self._add_media(stored)
-            case EmbeddedText(uri=uri, text=text):
-                self.lines.append(render.clean_text(text) if text else render.empty_resource(uri))
+                self._add_media(index, stored)
+            case EmbeddedText(uri=uri, mime=mime, text=text):
+                if text:
+                    self.lines.append(render.embedded_text_header(uri, mime))
+                    self.lines.append(render.clean_text(text))
+                else:
+                    self.lines.append(render.empty_resource(uri))
             case EmbeddedBlob(uri=uri, mime=mime, blob=blob):
-                stored = self.cache.store_base64(blob, MediaKind.DOCUMENT, mime=mime, uri=uri)
-                self.media.append(stored)
-                self.lines.append(render.saved_document(stored))
+                kind = media_kind_of(mime)
+                if kind is MediaKind.DOCUMENT:
+                    stored = self.cache.store_base64(blob, kind, mime=mime, uri=uri)
+                    self.media.append(stored)
+                    self.media_blocks.append(index)
+                    self.lines.append(render.saved_document(stored))
+                else:  # an embedded image or clip is media like any other: summary, transcript
+                    check = validate_image if kind is MediaKind.IMAGE else None
+                    stored = self.cache.store_base64(blob, kind, mime=mime, uri=uri, validate=check)
+                    self.lines.append(render.embedded_text_header(uri, mime))
+                    self._add_media(index, stored)
             case ResourceLink():
                 self.lines.append(render.resource_link(block, self.server))
             case UnknownBlock(type=kind, problem=problem):
@@ -112,8 +128,9 @@ class _Ingestion:
                     f"{problem} ({render.one_line(kind)[:40]})",
                 )
 
-    def _add_media(self, stored: StoredBlob) -> None:
+    def _add_media(self, index: int, stored: StoredBlob) -> None:
         self.media.append(stored)
+        self.media_blocks.append(index)
         self.lines.append(render.media_tag(stored))
         capability = JOB_FOR_KIND[stored.kind]
         if capability in self.capabilities:
@@ -133,6 +150,16 @@ def validate_image(path: Path, head: bytes) -> Format:
         raise BlobError(MarkerReason.NOT_IMAGE, str(exc)) from None
 
 
+def media_kind_of(mime: str | None) -> MediaKind:
+    """What an embedded resource's MIME type says it is: image, audio, or a document."""
+    major = (mime or "").partition("/")[0].strip().lower()
+    if major == "image":
+        return MediaKind.IMAGE
+    if major == "audio":
+        return MediaKind.AUDIO
+    return MediaKind.DOCUMENT
+
+
 def _block_type(block: Block) -> str:
     match block:
         case TextBlock():
@@ -147,31 +174,3 @@ def _block_type(block: Block) -> str:
             return "resource_link"
         case UnknownBlock(type=kind):
             return kind
-
-
-def _render_error(parsed: ToolResult) -> RenderedResult:
-    texts = [
-        render.clean_text(b.text)
-        for b in parsed.content
-        if isinstance(b, TextBlock | EmbeddedText) and b.text.strip()
-    ]
-    return RenderedResult(
-        text="\n".join(texts) if texts else render.ERROR_FALLBACK,
-        is_error=True,
-        structured_content=_structured(parsed),
-    )
-
-
-def _structured(parsed: ToolResult) -> Any:
-    """structuredContent, unless a text block already carries the same JSON."""
-    value = parsed.structured_content
-    if value is None:
-        return None
-    for block in parsed.content:
-        if isinstance(block, TextBlock):
-            try:
-                if json.loads(block.text) == value:
-                    return None
-            except (ValueError, RecursionError):
-                continue
-    return value

@@ -56,6 +56,7 @@ class RenderedResult:
     media: tuple[StoredBlob, ...] = ()
     markers: tuple[Marker, ...] = ()
     jobs: tuple[JobRequest, ...] = field(default=())
+    media_blocks: tuple[int, ...] = ()  # the content block each of `media` came from
 
     def to_json(self) -> RenderedJson:
         return {
@@ -133,6 +134,11 @@ def resource_link(link: ResourceLink, server: str | None) -> str:
     tool = read_resource_tool(server)
     how = f"fetch it with {tool}" if tool else "fetch it with the MCP server's read_resource tool"
     return f"[MCP resource link: {', '.join(fields)} — {how}]"
+
+
+def embedded_text_header(uri: str, mime: str | None) -> str:
+    """The line before an embedded resource's content: where it came from."""
+    return f"[MCP resource {one_line(uri)} ({one_line(mime or 'no MIME type')})]"
 
 
 def empty_resource(uri: str) -> str:

@@ -916,8 +916,10 @@ def _wrong_types() -> bytes:
 @case(
     "is_error_with_media",
     {
-        "why": "isError with an image: the error text is shown, nothing is cached",
-        "text": "tool failed",
+        "why": "isError with an image: the error text and the image both reach the agent",
+        "media": [{"kind": "image", "suffix": ".png", "mime": "image/png"}],
+        "lines": 2,
+        "text_has": ["tool failed\nMEDIA:"],
     },
 )
 def _is_error() -> bytes:

@@ -52,8 +52,8 @@ def test_embedded_text_is_returned_and_empty_text_keeps_the_uri(cache: MediaCach
         cache=cache,
     )
     lines = out.text.splitlines()
-    assert lines[0] == "the notes"
-    assert "notes://empty" in lines[1]
+    assert lines[:2] == ["[MCP resource notes://a (no MIME type)]", "the notes"]
+    assert "notes://empty" in lines[2]
     assert files_under(cache.root) == []
 
 
@@ -196,13 +196,13 @@ def test_mixed_blocks_keep_their_order(cache: MediaCache) -> None:
     lines = out.text.splitlines()
     assert lines[0] == "one"
     assert lines[1].startswith("MEDIA:") and lines[1].endswith(".png")
-    assert lines[2] == "three"
-    assert lines[3].startswith("MEDIA:") and lines[3].endswith(".wav")
-    assert lines[4].startswith("[MCP resource link:")
-    assert lines[5] == "six"
+    assert lines[2:4] == ["[MCP resource n://x (no MIME type)]", "three"]
+    assert lines[4].startswith("MEDIA:") and lines[4].endswith(".wav")
+    assert lines[5].startswith("[MCP resource link:")
+    assert lines[6] == "six"
 
 
-def test_is_error_joins_text_and_resource_text(cache: MediaCache) -> None:
+def test_is_error_keeps_every_block(cache: MediaCache) -> None:
     out = ingest(
         result(
             {"type": "text", "text": "permission denied"},
@@ -213,13 +213,19 @@ def test_is_error_joins_text_and_resource_text(cache: MediaCache) -> None:
         cache=cache,
     )
     assert out.is_error
-    assert out.text == "permission denied\ntrace line"
-    assert out.jobs == ()
+    (image,) = out.media
+    assert out.text.splitlines() == [
+        "permission denied",
+        f"MEDIA:{image.path}",
+        "[MCP resource log://1 (no MIME type)]",
+        "trace line",
+    ]
+    assert [j.capability for j in out.jobs] == [Capability.VISION_SUMMARIZE]
 
 
-def test_is_error_without_text(cache: MediaCache) -> None:
-    out = ingest(result(image_block(png_bytes()), isError=True), cache=cache)
-    assert out.text == "MCP tool returned an error"
+def test_is_error_without_any_block(cache: MediaCache) -> None:
+    out = ingest(result(isError=True), cache=cache)
+    assert out.is_error and out.text == "MCP tool returned an error"
 
 
 def test_unknown_block_type_is_named_not_dropped(cache: MediaCache) -> None:
@@ -254,12 +260,12 @@ def test_sdk_1x_and_2x_spellings(cache: MediaCache, payload: dict[str, Any]) -> 
     assert snake.is_error and snake.structured_content == {"a": 1}
 
 
-def test_structured_content_is_kept_unless_it_repeats_a_text_block(cache: MediaCache) -> None:
+def test_structured_content_is_kept_even_beside_its_text_copy(cache: MediaCache) -> None:
     value = {"rows": [1, 2], "ok": True}
     repeated = ingest(
         result({"type": "text", "text": json.dumps(value)}, structuredContent=value), cache=cache
     )
-    assert repeated.structured_content is None
+    assert repeated.structured_content == value
     kept = ingest(result({"type": "text", "text": "2 rows"}, structuredContent=value), cache=cache)
     assert kept.structured_content == value
 
