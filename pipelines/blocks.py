@@ -94,16 +94,8 @@ def parse_tool_result(result: str | bytes | Mapping[str, Any]) -> ToolResult:
             result = json.loads(result)
         except (ValueError, RecursionError) as exc:
             raise InvalidToolResult(f"input is not JSON: {exc}") from None
-    for _ in range(MAX_WRAPPERS + 1):
-        if not isinstance(result, Mapping):
-            raise InvalidToolResult("input is not a CallToolResult: expected a JSON object")
-        content = result.get("content")
-        if content is None and isinstance(result.get("result"), Mapping):
-            result = result["result"]  # a JSON-RPC response wrapping the tool result
-            continue
-        break
-    else:
-        raise InvalidToolResult("input is not a CallToolResult: too many nested `result` objects")
+    result = unwrap_result(result)
+    content = result.get("content")
     if not isinstance(content, list):
         raise InvalidToolResult("input is not a CallToolResult: `content` must be a list")
     is_error = _field(result, "isError", "is_error")
@@ -114,6 +106,18 @@ def parse_tool_result(result: str | bytes | Mapping[str, Any]) -> ToolResult:
         structured_content=_field(result, "structuredContent", "structured_content"),
         meta=meta if isinstance(meta, Mapping) else None,
     )
+
+
+def unwrap_result(value: Any) -> Mapping[str, Any]:
+    """The tool result inside at most MAX_WRAPPERS JSON-RPC response wrappers."""
+    for _ in range(MAX_WRAPPERS + 1):
+        if not isinstance(value, Mapping):
+            raise InvalidToolResult("input is not a CallToolResult: expected a JSON object")
+        if value.get("content") is None and isinstance(value.get("result"), Mapping):
+            value = value["result"]  # a JSON-RPC response wrapping the tool result
+            continue
+        return value
+    raise InvalidToolResult("input is not a CallToolResult: too many nested `result` objects")
 
 
 def parse_block(block: Any) -> Block:

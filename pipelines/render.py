@@ -169,10 +169,13 @@ def wrap_untrusted(capability: str, body: str) -> str:
     )
 
 
-def pending_line(capability: str, job_id: str) -> str:
-    return (
-        f"[{capability} job {job_id} still running — get it later with: mcp-media result {job_id}]"
-    )
+CLI_FETCH = "mcp-media result {id}"
+
+
+def pending_line(capability: str, job_id: str, fetch: str = CLI_FETCH) -> str:
+    """A job not finished yet, and how to get its result later (`fetch` names the way)."""
+    how = fetch.format(id=job_id)
+    return f"[{capability} job {job_id} still running — get it later with: {how}]"
 
 
 def annotate(text: str, media: tuple[StoredBlob, ...], notes: dict[str, list[str]]) -> str:
@@ -211,8 +214,8 @@ def result_note(envelope: Envelope) -> str | None:
     return wrap_untrusted(envelope.key.capability.value, body)
 
 
-def render_with_jobs(rendered: RenderedResult, jobs: Sequence[JobState]) -> str:
-    """The agent text with each job's result (or a "still running" line) under its media."""
+def job_notes(jobs: Sequence[JobState], fetch: str = CLI_FETCH) -> dict[str, list[str]]:
+    """For each media sha256: its jobs' results, or a "still running" line per open job."""
     notes: dict[str, list[str]] = {}
     for job in jobs:
         if job.envelope is not None:
@@ -220,7 +223,11 @@ def render_with_jobs(rendered: RenderedResult, jobs: Sequence[JobState]) -> str:
             if note:
                 notes.setdefault(job.key.sha256, []).append(note)
         else:
-            notes.setdefault(job.key.sha256, []).append(
-                pending_line(job.key.capability.value, job.id)
-            )
-    return annotate(rendered.text, rendered.media, notes)
+            line = pending_line(job.key.capability.value, job.id, fetch)
+            notes.setdefault(job.key.sha256, []).append(line)
+    return notes
+
+
+def render_with_jobs(rendered: RenderedResult, jobs: Sequence[JobState]) -> str:
+    """The agent text with each job's result (or a "still running" line) under its media."""
+    return annotate(rendered.text, rendered.media, job_notes(jobs))

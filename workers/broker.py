@@ -231,6 +231,16 @@ def stop_embedded(home: Path, timeout: float = 10.0) -> bool:
     return True
 
 
+def running_embedded(home: Path) -> str | None:
+    """The URL of this home's embedded redis-server if it is running; never starts one."""
+    folder = home / "redis"
+    state = _read_state(folder) if folder.is_dir() else None
+    if state is None or not (folder / "password").exists():
+        return None
+    url = _url(state["port"], _password(folder))
+    return url if _alive(url) else None
+
+
 def broker_url(home: Path, configured: str | None) -> Broker:
     """The configured URL, else the embedded broker (started if needed)."""
     if configured:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from pipelines.errors import ConfigError, MediaError
 from workers.cli.admin import cmd_demo, cmd_models, cmd_reprocess, cmd_status, cmd_up, cmd_worker
 from workers.cli.common import EXIT_USAGE, CliError
+from workers.cli.mcp import add_door_flags, cmd_intercept
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
 from workers.settings import Settings
 
@@ -97,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help="model names (default: all)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_models)
+
+    p = sub.add_parser(
+        "intercept",
+        help="rewrite one CallToolResult from stdin to stdout (MCP gateway after:exec hook)",
+    )
+    add_door_flags(p)
+    p.set_defaults(handler=cmd_intercept)
 
     p = sub.add_parser("demo", help="the whole pipeline once on the bundled sample (make run)")
     p.set_defaults(handler=cmd_demo)

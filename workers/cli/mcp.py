@@ -1,0 +1,67 @@
+"""CLI commands of the MCP door: intercept (the proxy and own tools come with it)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pipelines.errors import InvalidToolResult
+from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
+from workers.cli.common import print_json
+from workers.mcp.rewriter import DoorOptions, MediaRewriter
+from workers.settings import Settings
+
+
+def add_door_flags(p: argparse.ArgumentParser) -> None:
+    policies = [m.value for m in MediaPolicy]
+    p.add_argument("--images", choices=policies, default="keep", help="image blocks (keep)")
+    p.add_argument("--audio", choices=policies, default="keep", help="audio blocks (keep)")
+    p.add_argument(
+        "--inline-max",
+        type=int,
+        default=DEFAULT_INLINE_MAX,
+        metavar="BYTES",
+        help="embedded blobs larger than this become a resource link (1 MiB)",
+    )
+    p.add_argument(
+        "--wait", type=float, default=20.0, metavar="S", help="wait for summaries (20; 0: never)"
+    )
+    p.add_argument("--inline", action="store_true", help="run jobs here even with a broker")
+    p.add_argument("--server", help="the upstream server's name, for read_resource hints")
+
+
+def door_options(args: argparse.Namespace) -> DoorOptions:
+    policy = RewritePolicy(
+        images=MediaPolicy(args.images), audio=MediaPolicy(args.audio), inline_max=args.inline_max
+    )
+    return DoorOptions(policy=policy, wait=args.wait, inline=args.inline, server=args.server)
+
+
+def cmd_intercept(args: argparse.Namespace, settings: Settings) -> int:
+    """One CallToolResult on stdin, the rewritten one on stdout (a gateway `after:exec` hook).
+
+    Fail-open: input that is not a tool result is echoed unchanged, with the reason on stderr,
+    so the agent still gets the tool's answer.
+    """
+    raw = sys.stdin.buffer.read()
+    try:
+        original = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        sys.stderr.write(f"mcp-media intercept: input is not JSON ({exc}); passed through\n")
+        sys.stdout.buffer.write(raw)
+        return 0
+    rewriter = MediaRewriter(settings, door_options(args))
+    try:
+        try:
+            rewritten = rewriter.rewrite(original)
+        except InvalidToolResult as exc:
+            sys.stderr.write(f"mcp-media intercept: {exc}; passed through\n")
+            sys.stdout.buffer.write(raw)
+            return 0
+        print_json(rewrap(original, rewritten))
+        sys.stdout.flush()
+        sys.stdout.close()  # the caller has its answer; jobs still running here finish first
+    finally:
+        rewriter.close(finish_jobs=True)
+    return 0

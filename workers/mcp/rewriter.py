@@ -1,0 +1,117 @@
+"""One tool result through the media pipeline for the MCP door: ingest, jobs, rewrite.
+
+With a broker (MCP_MEDIA_REDIS_URL, or this home's embedded redis-server already running)
+jobs go to the queues through the client and dedup across the cluster. Without one they run
+here, in a small thread pool, through the same job path (`--inline`); either way the caller
+waits at most `wait` seconds, and results not ready by then say how to fetch them later.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipelines import ingest
+from pipelines.media import JobRequest
+from pipelines.render import job_notes
+from pipelines.results import ResultKey, Status
+from pipelines.rewrite import RewritePolicy, rewrite_result
+from workers.broker import running_embedded
+from workers.capabilities import CAPABILITIES
+from workers.client import JobHandle, MediaClient
+from workers.settings import Settings
+
+if TYPE_CHECKING:
+    from workers.jobs.resources import Resources
+
+log = logging.getLogger("mcp_media.door")
+
+# How an agent fetches a result later: the media_result tool of this door.
+MCP_FETCH = "the media_result tool (id {id})"
+INLINE_WORKERS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class DoorOptions:
+    policy: RewritePolicy = field(default_factory=RewritePolicy)
+    wait: float = 20.0  # seconds a call waits for summaries and transcripts; 0: never
+    inline: bool = False  # run jobs here even when a broker is reachable
+    server: str | None = None  # the upstream's name, for read_resource hints
+
+
+class MediaRewriter:
+    """Rewrites tool results for one door process; safe to call from several threads."""
+
+    def __init__(self, settings: Settings, options: DoorOptions) -> None:
+        self.settings = settings
+        self.options = options
+        self._lock = threading.Lock()
+        self._client: MediaClient | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._inline: Resources | None = None
+        if not options.inline:
+            url = settings.redis_url or running_embedded(settings.home)
+            if url is not None:
+                self._client = MediaClient.connect(settings.model_copy(update={"redis_url": url}))
+        log.info("jobs run %s", "on the queues" if self._client else "in this process")
+
+    @property
+    def queued(self) -> bool:
+        return self._client is not None
+
+    def close(self, finish_jobs: bool = False) -> None:
+        """Disconnect; `finish_jobs` lets jobs running here end and write their results."""
+        if self._client is not None:
+            self._client.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=finish_jobs, cancel_futures=not finish_jobs)
+
+    def rewrite(self, result: Mapping[str, Any], server: str | None = None) -> dict[str, Any]:
+        """The rewritten CallToolResult (wire JSON); raises InvalidToolResult for non-results."""
+        rendered = ingest(
+            result,
+            cache=self.settings.media_cache(),
+            server=server or self.options.server,
+        )
+        handles = self.run(rendered.jobs, self.options.wait)
+        return rewrite_result(result, rendered, job_notes(handles, MCP_FETCH), self.options.policy)
+
+    def run(self, jobs: Sequence[JobRequest], wait: float) -> list[JobHandle]:
+        if not jobs:
+            return []
+        trace_id = uuid.uuid4().hex[:16]
+        if self._client is not None:
+            handles = self._client.submit(jobs, trace_id=trace_id)
+            return self._client.wait(handles, wait) if wait > 0 else handles
+        return self._run_here(jobs, wait, trace_id)
+
+    def _run_here(self, jobs: Sequence[JobRequest], wait: float, trace_id: str) -> list[JobHandle]:
+        from workers.jobs.inline import local_resources, run_inline
+
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    INLINE_WORKERS, thread_name_prefix="mcp-media-job"
+                )
+                self._inline = local_resources(self.settings)
+        futures = [
+            self._pool.submit(run_inline, self.settings, [job], trace_id, self._inline)
+            for job in jobs
+        ]
+        concurrent.futures.wait(futures, timeout=max(wait, 0))
+        handles = []
+        for job, future in zip(jobs, futures, strict=True):
+            if future.done() and future.exception() is None:
+                handles += future.result()
+            else:  # still running here (its sidecar is written when it ends), or broken
+                if future.done():
+                    log.error("inline job %s failed", job.sha256, exc_info=future.exception())
+                spec = CAPABILITIES[job.capability]
+                key = ResultKey(job.capability, spec.version(self.settings), job.sha256)
+                handles.append(JobHandle(job.sha256, key, job.path, Status.PENDING))
+        return handles
