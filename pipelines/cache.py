@@ -199,6 +199,17 @@ class MediaCache:
                 chunks, kind, mime=mime, uri=None, name=name or source.name, validate=validate
             )
 
+    def find(self, sha256: str) -> CachedFile | None:
+        """The cached image or audio file with this content hash, from the disk."""
+        if len(sha256) != 64 or not set(sha256) <= _HEX:
+            return None
+        for kind in (MediaKind.IMAGE, MediaKind.AUDIO):
+            for path in self.folder(kind).glob(f"{sha256}.*"):
+                st = path.lstat()
+                if path.is_file() and not path.is_symlink():
+                    return CachedFile(kind, path, sha256, st.st_size, st.st_mtime)
+        return None
+
     def iter_stored(self, kind: MediaKind) -> Iterator[CachedFile]:
         """Content-addressed files of one kind, from the disk (not from any index)."""
         if kind is MediaKind.DOCUMENT:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from pipelines.errors import ConfigError, MediaError
 from workers.cli.admin import cmd_demo, cmd_models, cmd_reprocess, cmd_status, cmd_up, cmd_worker
 from workers.cli.common import EXIT_USAGE, CliError
-from workers.cli.mcp import add_door_flags, cmd_intercept
+from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd_mcp, cmd_proxy
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
 from workers.settings import Settings
 
@@ -98,6 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help="model names (default: all)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_models)
+
+    p = sub.add_parser(
+        "proxy",
+        help="an MCP server in front of other MCP servers that makes their media usable",
+        description="mcp-media proxy [OPTIONS] -- CMD ARGS...  |  mcp-media proxy --config FILE",
+    )
+    add_server_flags(p)
+    p.add_argument("--config", help="an mcpServers JSON file: several upstreams behind one server")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS... of the stdio server")
+    p.set_defaults(handler=cmd_proxy)
+
+    p = sub.add_parser("mcp", help="mcp-media's own MCP tools as a stdio server")
+    add_server_flags(p)
+    p.set_defaults(handler=cmd_mcp)
 
     p = sub.add_parser(
         "intercept",

@@ -1,4 +1,4 @@
-"""CLI commands of the MCP door: intercept (the proxy and own tools come with it)."""
+"""CLI commands of the MCP door: proxy, mcp (own tools alone) and intercept."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from pipelines.errors import InvalidToolResult
 from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
-from workers.cli.common import print_json
+from workers.cli.common import CliError, print_json
 from workers.mcp.rewriter import DoorOptions, MediaRewriter
 from workers.settings import Settings
 
@@ -65,3 +65,46 @@ def cmd_intercept(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         rewriter.close(finish_jobs=True)
     return 0
+
+
+def add_server_flags(p: argparse.ArgumentParser) -> None:
+    add_door_flags(p)
+    p.add_argument(
+        "--allow-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="own tools may read files under DIR (repeatable; default: the cache only)",
+    )
+
+
+def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
+    from pathlib import Path
+
+    from workers.mcp.serve import build_proxy, serve_stdio
+    from workers.mcp.upstream import ConfigFileError, UpstreamSpec, read_config
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if bool(args.config) == bool(command):
+        raise CliError("give either --config FILE or -- CMD ARGS... (the server to wrap)")
+    try:
+        if args.config:
+            specs = read_config(Path(args.config))
+        else:
+            name = args.server or Path(command[0]).name
+            specs = [UpstreamSpec(name=name, command=command[0], args=tuple(command[1:]))]
+    except ConfigFileError as exc:
+        raise CliError(str(exc)) from None
+    roots = [Path(r) for r in args.allow_root]
+    return serve_stdio(build_proxy(settings, specs, door_options(args), roots))
+
+
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from pathlib import Path
+
+    from workers.mcp.serve import build_proxy, serve_stdio
+
+    roots = [Path(r) for r in args.allow_root]
+    return serve_stdio(build_proxy(settings, [], door_options(args), roots))

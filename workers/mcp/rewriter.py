@@ -51,23 +51,23 @@ class MediaRewriter:
         self.settings = settings
         self.options = options
         self._lock = threading.Lock()
-        self._client: MediaClient | None = None
+        self.client: MediaClient | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inline: Resources | None = None
         if not options.inline:
             url = settings.redis_url or running_embedded(settings.home)
             if url is not None:
-                self._client = MediaClient.connect(settings.model_copy(update={"redis_url": url}))
-        log.info("jobs run %s", "on the queues" if self._client else "in this process")
+                self.client = MediaClient.connect(settings.model_copy(update={"redis_url": url}))
+        log.info("jobs run %s", "on the queues" if self.client else "in this process")
 
     @property
     def queued(self) -> bool:
-        return self._client is not None
+        return self.client is not None
 
     def close(self, finish_jobs: bool = False) -> None:
         """Disconnect; `finish_jobs` lets jobs running here end and write their results."""
-        if self._client is not None:
-            self._client.close()
+        if self.client is not None:
+            self.client.close()
         if self._pool is not None:
             self._pool.shutdown(wait=finish_jobs, cancel_futures=not finish_jobs)
 
@@ -85,9 +85,9 @@ class MediaRewriter:
         if not jobs:
             return []
         trace_id = uuid.uuid4().hex[:16]
-        if self._client is not None:
-            handles = self._client.submit(jobs, trace_id=trace_id)
-            return self._client.wait(handles, wait) if wait > 0 else handles
+        if self.client is not None:
+            handles = self.client.submit(jobs, trace_id=trace_id)
+            return self.client.wait(handles, wait) if wait > 0 else handles
         return self._run_here(jobs, wait, trace_id)
 
     def _run_here(self, jobs: Sequence[JobRequest], wait: float, trace_id: str) -> list[JobHandle]:

@@ -1,0 +1,131 @@
+"""A small MCP server whose tools answer with media, for trying the proxy and for `make run`.
+
+    python examples/mcp_server.py          # stdio
+
+Tools: `screenshot` (a PNG with legible text), `voice_note` (a spoken WAV clip when the
+default voice is installed, else a tone), `report` (an embedded PDF), `stats` (typed output:
+structured content plus its text copy), `notes` (an embedded Markdown resource).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import struct
+import wave
+
+import mcp_types as types
+from mcp.server.mcpserver import MCPServer
+from PIL import Image, ImageDraw, ImageFont
+from pydantic import BaseModel
+
+server = MCPServer("demo-drive", instructions="A drive whose files come back as media.")
+
+
+def _png(text: str, size: tuple[int, int] = (900, 260)) -> bytes:
+    image = Image.new("RGB", size, "white")
+    draw = ImageDraw.Draw(image)
+    try:
+        font: ImageFont.ImageFont | ImageFont.FreeTypeFont = ImageFont.load_default(size=48)
+    except TypeError:  # an old Pillow without sized default fonts
+        font = ImageFont.load_default()
+    draw.text((40, 90), text, fill="black", font=font)
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def _tone(seconds: float = 1.0, rate: int = 16000) -> bytes:
+    frames = b"".join(
+        struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / rate)))
+        for i in range(int(seconds * rate))
+    )
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(frames)
+    return out.getvalue()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+class Stats(BaseModel):
+    files: int
+    bytes_used: int
+
+
+@server.tool()
+def screenshot(text: str = "Invoice 2041: total due $1,250") -> types.CallToolResult:
+    """A screenshot of the shared drive's preview pane."""
+    return types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="Here is the preview."),
+            types.ImageContent(type="image", data=_b64(_png(text)), mime_type="image/png"),
+        ]
+    )
+
+
+@server.tool()
+def voice_note() -> types.CallToolResult:
+    """The latest voice note left on the drive."""
+    return types.CallToolResult(
+        content=[types.AudioContent(type="audio", data=_b64(_tone()), mime_type="audio/wav")]
+    )
+
+
+@server.tool()
+def report() -> types.CallToolResult:
+    """The quarterly report, embedded as a PDF."""
+    pdf = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+    return types.CallToolResult(
+        content=[
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(
+                    uri="drive://reports/q3.pdf", mime_type="application/pdf", blob=_b64(pdf)
+                ),
+            )
+        ]
+    )
+
+
+@server.tool()
+def stats() -> Stats:
+    """How full the drive is (typed output)."""
+    return Stats(files=42, bytes_used=1_250_000)
+
+
+@server.tool()
+def notes() -> types.CallToolResult:
+    """The team's notes, embedded as Markdown."""
+    return types.CallToolResult(
+        content=[
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.TextResourceContents(
+                    uri="drive://notes/todo.md", mime_type="text/markdown", text="- send the report"
+                ),
+            )
+        ]
+    )
+
+
+@server.resource("drive://readme")
+def readme() -> str:
+    """What this drive holds."""
+    return "Reports, screenshots and voice notes."
+
+
+@server.prompt()
+def summarise_drive() -> str:
+    """Ask for a summary of the drive."""
+    return "Summarise what is on the demo drive."
+
+
+if __name__ == "__main__":
+    server.run()

@@ -1,0 +1,266 @@
+"""`mcp-media proxy`: an MCP server in front of other MCP servers that makes their media usable.
+
+Tools, resources, resource templates and prompts of every upstream are forwarded (named
+`<server>__<name>` when there is more than one upstream); every tool result goes through
+ingest and comes back rewritten as the media policies say (`pipelines.rewrite`), with
+`structuredContent` and `isError` unchanged. Cached media are served as
+`mcp-media://media/<sha256>` resources, and mcp-media's own tools sit beside the upstreams'.
+Upstream errors reach the client as errors; an upstream that crashes gives an `isError`
+result and is started again on the next call.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.shared.exceptions import MCPError
+
+from pipelines.errors import InvalidToolResult
+from pipelines.rewrite import MEDIA_URI_PREFIX
+from workers.mcp.rewriter import MediaRewriter
+from workers.mcp.tools import OwnTools, error_result
+from workers.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
+
+log = logging.getLogger("mcp_media.proxy")
+SEPARATOR = "__"
+
+
+class Proxy:
+    def __init__(
+        self, specs: Sequence[UpstreamSpec], rewriter: MediaRewriter, tools: OwnTools
+    ) -> None:
+        self.rewriter = rewriter
+        self.tools = tools
+        self.upstreams = {spec.name: Upstream(spec, self._upstream_message) for spec in specs}
+        self.prefixed = len(self.upstreams) > 1
+        self._resource_owner: dict[str, str] = {}
+        self._sessions: list[Any] = []  # downstream sessions, for list-changed notifications
+        self.server: Server[Any] = Server(
+            "mcp-media",
+            instructions=(
+                "Tool results pass through mcp-media: images and audio come with a MEDIA: path "
+                "and, when ready, a summary or transcript; media_result fetches late ones."
+            ),
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+            on_list_resources=self.list_resources,
+            on_list_resource_templates=self.list_resource_templates,
+            on_read_resource=self.read_resource,
+            on_list_prompts=self.list_prompts,
+            on_get_prompt=self.get_prompt,
+        )
+
+    def initialization_options(self) -> Any:
+        changes = NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
+        return self.server.create_initialization_options(notification_options=changes)
+
+    async def run_upstreams(self, task_group: anyio.abc.TaskGroup) -> None:
+        for upstream in self.upstreams.values():
+            task_group.start_soon(upstream.run)
+
+    def stop(self) -> None:
+        for upstream in self.upstreams.values():
+            upstream.stop()
+
+    # naming
+
+    def _public(self, upstream: str, name: str) -> str:
+        return f"{upstream}{SEPARATOR}{name}" if self.prefixed else name
+
+    def _route(self, public: str) -> tuple[Upstream, str] | None:
+        if not self.upstreams:
+            return None
+        if not self.prefixed:
+            (only,) = self.upstreams.values()
+            return only, public
+        server, sep, name = public.partition(SEPARATOR)
+        if not sep or server not in self.upstreams:
+            return None
+        return self.upstreams[server], name
+
+    def _remember(self, ctx: Any) -> None:
+        session = getattr(ctx, "session", None)
+        if session is not None and session not in self._sessions:
+            self._sessions.append(session)
+
+    async def _each(self) -> list[tuple[Upstream, Any]]:
+        """Every upstream that answers now, with its session (a dead one is skipped)."""
+        live = []
+        for upstream in self.upstreams.values():
+            try:
+                live.append((upstream, await upstream.session()))
+            except UpstreamDown as exc:
+                log.warning("%s", exc)
+        return live
+
+    # tools
+
+    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        self._remember(ctx)
+        tools: list[types.Tool] = []
+        for upstream, client in await self._each():
+            listed = await self._guard(upstream, client.list_tools())
+            tools += [
+                tool.model_copy(update={"name": self._public(upstream.name, tool.name)})
+                for tool in listed.tools
+            ]
+        taken = {tool.name for tool in tools}
+        tools += [tool for tool in self.tools.definitions() if tool.name not in taken]
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        self._remember(ctx)
+        arguments = dict(params.arguments or {})
+        routed = self._route(params.name)
+        if self.tools.has(params.name) and (routed is None or not await self._upstream_has(routed)):
+            return await self.tools.call(params.name, arguments)  # upstream tools win a clash
+        if routed is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
+        upstream, name = routed
+        try:
+            client = await upstream.session()
+        except UpstreamDown as exc:
+            return error_result(str(exc))
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)
+
+        try:
+            result = await client.call_tool(name, arguments, progress_callback=progress)
+        except MCPError as exc:
+            if exc.code != types.CONNECTION_CLOSED:
+                raise  # the upstream's own error, as it sent it
+            upstream.broken(exc.message)
+            return error_result(
+                f"upstream {upstream.name!r} stopped while running {name!r} ({exc.message}); "
+                "it is started again on the next call"
+            )
+        raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        try:
+            rewritten = await anyio.to_thread.run_sync(self.rewriter.rewrite, raw, upstream.name)
+        except InvalidToolResult as exc:  # forwarded as it came: never lose a result
+            log.warning("result of %s not rewritten: %s", params.name, exc)
+            return result
+        return types.CallToolResult.model_validate(rewritten)
+
+    async def _upstream_has(self, routed: tuple[Upstream, str]) -> bool:
+        upstream, name = routed
+        try:
+            client = await upstream.session()
+            listed = await client.list_tools()
+        except (UpstreamDown, MCPError):
+            return False
+        return any(tool.name == name for tool in listed.tools)
+
+    # resources
+
+    async def list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        self._remember(ctx)
+        resources: list[types.Resource] = []
+        for upstream, client in await self._each():
+            listed = await self._guard(upstream, client.list_resources())
+            for resource in listed.resources:
+                self._resource_owner[str(resource.uri)] = upstream.name
+            resources += listed.resources
+        return types.ListResourcesResult(resources=resources)
+
+    async def list_resource_templates(
+        self, ctx: Any, params: Any
+    ) -> types.ListResourceTemplatesResult:
+        templates: list[types.ResourceTemplate] = []
+        for upstream, client in await self._each():
+            listed = await self._guard(upstream, client.list_resource_templates())
+            templates += listed.resource_templates
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def read_resource(
+        self, ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        if uri.startswith(MEDIA_URI_PREFIX):
+            return self._read_media(uri)
+        owner = self._resource_owner.get(uri)
+        candidates = [self.upstreams[owner]] if owner else list(self.upstreams.values())
+        last: MCPError | None = None
+        for upstream in candidates:
+            try:
+                client = await upstream.session()
+                return await client.read_resource(uri)
+            except UpstreamDown as exc:
+                last = MCPError(types.INTERNAL_ERROR, str(exc))
+            except MCPError as exc:
+                last = exc
+        raise last or MCPError(types.INVALID_PARAMS, f"unknown resource {uri}")
+
+    def _read_media(self, uri: str) -> types.ReadResourceResult:
+        found = self.tools.cached(uri.removeprefix(MEDIA_URI_PREFIX))
+        if found is None:
+            raise MCPError(types.INVALID_PARAMS, f"no cached media {uri}")
+        path, mime = found
+        blob = base64.b64encode(path.read_bytes()).decode()
+        contents = types.BlobResourceContents(uri=uri, mime_type=mime, blob=blob)
+        return types.ReadResourceResult(contents=[contents])
+
+    # prompts
+
+    async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
+        prompts: list[types.Prompt] = []
+        for upstream, client in await self._each():
+            listed = await self._guard(upstream, client.list_prompts())
+            prompts += [
+                prompt.model_copy(update={"name": self._public(upstream.name, prompt.name)})
+                for prompt in listed.prompts
+            ]
+        return types.ListPromptsResult(prompts=prompts)
+
+    async def get_prompt(
+        self, ctx: Any, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        routed = self._route(params.name)
+        if routed is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
+        upstream, name = routed
+        try:
+            client = await upstream.session()
+        except UpstreamDown as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+        return await client.get_prompt(name, params.arguments)
+
+    # upstream events
+
+    async def _guard(self, upstream: Upstream, call: Any) -> Any:
+        try:
+            return await call
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                upstream.broken(exc.message)
+            raise
+
+    async def _upstream_message(self, name: str, message: Any) -> None:
+        """Forward an upstream's list-changed notifications to our clients."""
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", "")
+        send = {
+            "notifications/tools/list_changed": "send_tool_list_changed",
+            "notifications/resources/list_changed": "send_resource_list_changed",
+            "notifications/prompts/list_changed": "send_prompt_list_changed",
+        }.get(method)
+        if send is None:
+            return
+        for session in list(self._sessions):
+            try:
+                await getattr(session, send)()
+            except Exception:  # that client is gone
+                self._sessions.remove(session)

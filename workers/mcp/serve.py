@@ -1,0 +1,50 @@
+"""Serving the MCP door: the proxy (with upstreams) or mcp-media's own tools alone, over stdio.
+
+stdout carries nothing but the protocol; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from workers.mcp.proxy import Proxy
+from workers.mcp.rewriter import DoorOptions, MediaRewriter
+from workers.mcp.tools import OwnTools
+from workers.mcp.upstream import UpstreamSpec
+from workers.settings import Settings
+
+log = logging.getLogger("mcp_media.proxy")
+
+
+def build_proxy(
+    settings: Settings,
+    specs: Sequence[UpstreamSpec],
+    options: DoorOptions,
+    allowed_roots: Sequence[Path] = (),
+) -> Proxy:
+    rewriter = MediaRewriter(settings, options)
+    return Proxy(specs, rewriter, OwnTools(rewriter, allowed_roots))
+
+
+async def _serve_stdio(proxy: Proxy) -> None:
+    async with anyio.create_task_group() as tasks:
+        await proxy.run_upstreams(tasks)
+        try:
+            async with stdio_server() as (read, write):
+                await proxy.server.run(read, write, proxy.initialization_options())
+        finally:
+            proxy.stop()
+            tasks.cancel_scope.cancel()
+
+
+def serve_stdio(proxy: Proxy) -> int:
+    try:
+        anyio.run(_serve_stdio, proxy)
+    finally:
+        proxy.rewriter.close()
+    return 0

@@ -1,0 +1,354 @@
+"""mcp-media's own MCP tools: describe_image, transcribe_audio, speak, media_result,
+media_status. Served beside the upstreams' tools by the proxy, and alone by `mcp-media mcp`.
+
+Inputs name a cached sha256, an `mcp-media://media/<sha256>` URI, or a file inside one of
+the allowed roots (none unless given): never an arbitrary file.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import mcp_types as types
+
+from pipelines.cache import BlobError
+from pipelines.ingest import validate_image
+from pipelines.media import Capability, JobRequest, MediaKind
+from pipelines.render import pending_line, result_note
+from pipelines.results import Envelope, ResultKey, Status
+from pipelines.rewrite import MEDIA_URI_PREFIX
+from workers.capabilities import CAPABILITIES, QUEUES
+from workers.client import JobHandle
+from workers.configs import store_request, synthesis_request
+from workers.mcp.rewriter import MCP_FETCH, MediaRewriter
+
+READ_ONLY = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+WORKS = types.ToolAnnotations(read_only_hint=False, idempotent_hint=True, open_world_hint=False)
+
+_JOB_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["pending", "done", "degraded", "failed"]},
+        "id": {"type": "string"},
+        "sha256": {"type": "string"},
+        "path": {"type": ["string", "null"]},
+        "reason": {"type": ["string", "null"]},
+    },
+    "required": ["status", "id", "sha256"],
+}
+
+
+def _schema(props: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": list(required)}
+
+
+def _with(extra: dict[str, Any]) -> dict[str, Any]:
+    return {**_JOB_OUTPUT, "properties": {**_JOB_OUTPUT["properties"], **extra}}
+
+
+MEDIA_ARG = {
+    "type": "string",
+    "description": "a cached sha256, an mcp-media://media/<sha256> URI, or a file path inside "
+    "an allowed root",
+}
+WAIT_ARG = {"type": "number", "minimum": 0, "description": "seconds to wait for the result"}
+
+DEFINITIONS = [
+    types.Tool(
+        name="describe_image",
+        description="Summarise an image (vision model or local OCR); fail-open.",
+        input_schema=_schema({"image": MEDIA_ARG, "wait": WAIT_ARG}, ["image"]),
+        output_schema=_with({"summary": {"type": ["string", "null"]}}),
+        annotations=READ_ONLY,
+    ),
+    types.Tool(
+        name="transcribe_audio",
+        description="Speech to text for an audio clip, as text, srt, vtt or segments.",
+        input_schema=_schema(
+            {
+                "audio": MEDIA_ARG,
+                "format": {"type": "string", "enum": ["text", "srt", "vtt", "segments"]},
+                "wait": WAIT_ARG,
+            },
+            ["audio"],
+        ),
+        output_schema=_with(
+            {
+                "text": {"type": ["string", "null"]},
+                "language": {"type": ["string", "null"]},
+                "segments": {"type": "array", "items": {"type": "object"}},
+            }
+        ),
+        annotations=READ_ONLY,
+    ),
+    types.Tool(
+        name="speak",
+        description="Text to speech: an Ogg/Opus voice note (default) or WAV, with its MEDIA path.",
+        input_schema=_schema(
+            {
+                "text": {"type": "string", "minLength": 1},
+                "format": {"type": "string", "enum": ["ogg", "wav"]},
+                "wait": WAIT_ARG,
+            },
+            ["text"],
+        ),
+        output_schema=_with(
+            {"format": {"type": "string"}, "duration_s": {"type": ["number", "null"]}}
+        ),
+        annotations=WORKS,
+    ),
+    types.Tool(
+        name="media_result",
+        description="The result of a media job, by job id or by the media's sha256.",
+        input_schema=_schema({"id": {"type": "string"}}, ["id"]),
+        output_schema=_schema(
+            {
+                "status": {"type": "string"},
+                "capability": {"type": ["string", "null"]},
+                "result": {"type": ["object", "null"]},
+            },
+            ["status"],
+        ),
+        annotations=READ_ONLY,
+    ),
+    types.Tool(
+        name="media_status",
+        description="Where media jobs run (queues or this process) and what waits in each queue.",
+        input_schema=_schema({}, []),
+        output_schema=_schema(
+            {"mode": {"type": "string"}, "queues": {"type": "object"}}, ["mode", "queues"]
+        ),
+        annotations=READ_ONLY,
+    ),
+]
+
+
+def error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+class ToolInputError(Exception):
+    """A tool argument is unusable; the message is shown to the model."""
+
+
+class OwnTools:
+    def __init__(self, rewriter: MediaRewriter, allowed_roots: Sequence[Path] = ()) -> None:
+        self.rewriter = rewriter
+        self.settings = rewriter.settings
+        self.roots = [root.resolve() for root in allowed_roots]
+        self._calls: dict[str, Callable[[dict[str, Any]], Awaitable[types.CallToolResult]]] = {
+            "describe_image": self._describe,
+            "transcribe_audio": self._transcribe,
+            "speak": self._speak,
+            "media_result": self._result,
+            "media_status": self._status,
+        }
+
+    def definitions(self) -> list[types.Tool]:
+        return list(DEFINITIONS)
+
+    def has(self, name: str) -> bool:
+        return name in self._calls
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        try:
+            return await self._calls[name](arguments)
+        except (ToolInputError, BlobError) as exc:
+            return error_result(f"{name}: {exc}")
+
+    def cached(self, sha256: str) -> tuple[Path, str] | None:
+        found = self.settings.media_cache().find(sha256)
+        if found is None:
+            return None
+        mime = mimetypes.guess_type(found.path.name)[0] or "application/octet-stream"
+        return found.path, mime
+
+    # inputs
+
+    def _media(self, value: Any, kind: MediaKind) -> JobRequest:
+        if not isinstance(value, str) or not value:
+            raise ToolInputError(f"name the {kind.value} by sha256, mcp-media:// URI or path")
+        sha = value.removeprefix(MEDIA_URI_PREFIX)
+        capability = (
+            Capability.VISION_SUMMARIZE
+            if kind is MediaKind.IMAGE
+            else (Capability.AUDIO_TRANSCRIBE)
+        )
+        found = self.settings.media_cache().find(sha)
+        if found is not None:
+            if found.kind is not kind:
+                raise ToolInputError(f"{sha} is cached as {found.kind.value}, not {kind.value}")
+            return JobRequest(capability, sha, found.path)
+        if value.startswith(MEDIA_URI_PREFIX) or (len(value) == 64 and value.isalnum()):
+            raise ToolInputError(f"no cached {kind.value} {value}")
+        path = Path(value).expanduser()
+        real = path.resolve()
+        if not any(real.is_relative_to(root) for root in self.roots):
+            raise ToolInputError(
+                f"{value} is not inside an allowed root "
+                f"({', '.join(map(str, self.roots)) or 'none configured: pass --allow-root DIR'})"
+            )
+        if not real.is_file():
+            raise ToolInputError(f"{value}: no such file")
+        check = validate_image if kind is MediaKind.IMAGE else None
+        stored = self.settings.media_cache().store_file(real, kind, validate=check)
+        return JobRequest(capability, stored.sha256, stored.path)
+
+    def _wait(self, arguments: dict[str, Any]) -> float:
+        wait = arguments.get("wait", self.rewriter.options.wait)
+        if not isinstance(wait, int | float) or wait < 0:
+            raise ToolInputError("wait must be a number of seconds >= 0")
+        return float(wait)
+
+    async def _run(self, job: JobRequest, wait: float) -> JobHandle:
+        (handle,) = await anyio.to_thread.run_sync(self.rewriter.run, [job], wait)
+        return handle
+
+    # tools
+
+    async def _describe(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        job = self._media(arguments.get("image"), MediaKind.IMAGE)
+        handle = await self._run(job, self._wait(arguments))
+        summary = None
+        if handle.envelope is not None and handle.envelope.status is Status.DONE:
+            summary = handle.envelope.output.get("summary")
+        return self._job_result(handle, {"summary": summary})
+
+    async def _transcribe(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        fmt = arguments.get("format", "text")
+        if fmt not in ("text", "srt", "vtt", "segments"):
+            raise ToolInputError("format must be text, srt, vtt or segments")
+        job = self._media(arguments.get("audio"), MediaKind.AUDIO)
+        handle = await self._run(job, self._wait(arguments))
+        out = handle.envelope.output if handle.envelope is not None else {}
+        extra = {
+            "text": out.get("text"),
+            "language": out.get("language"),
+            "segments": list(out.get("segments", [])),
+        }
+        shown = None
+        if handle.envelope is not None and handle.envelope.status is Status.DONE:
+            shown = _formatted(out, fmt)
+        return self._job_result(handle, extra, shown)
+
+    async def _speak(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        text = arguments.get("text")
+        fmt = arguments.get("format", "ogg")
+        if not isinstance(text, str) or not text.strip():
+            raise ToolInputError("text must be a non-empty string")
+        params = synthesis_request(text, self.settings, fmt if isinstance(fmt, str) else None)
+        request = store_request(self.settings, params)
+        job = JobRequest(Capability.AUDIO_SYNTHESIZE, request.sha256, request.path)
+        handle = await self._run(job, self._wait(arguments) or 120.0)
+        out = handle.envelope.output if handle.envelope is not None else {}
+        result = self._job_result(
+            handle, {"format": params["format"], "duration_s": out.get("duration_s")}
+        )
+        path = out.get("path")
+        if handle.envelope is not None and handle.envelope.status is Status.DONE and path:
+            mime = "audio/ogg" if params["format"] == "ogg" else "audio/wav"
+            data = base64.b64encode(Path(path).read_bytes()).decode()
+            result.content = [
+                types.AudioContent(type="audio", data=data, mime_type=mime),
+                types.TextContent(type="text", text=str(out.get("media_tag"))),
+            ]
+            assert result.structured_content is not None
+            result.structured_content["path"] = path
+        return result
+
+    async def _result(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        ident = arguments.get("id")
+        if not isinstance(ident, str) or not ident:
+            raise ToolInputError("id must be a job id or a sha256")
+        envelope = await anyio.to_thread.run_sync(self._find, ident)
+        if envelope is None:
+            return error_result(f"media_result: no job or result known for {ident!r}")
+        structured = {
+            "status": envelope.status.value,
+            "capability": envelope.key.capability.value,
+            "result": dict(envelope.to_json()),
+        }
+        text = result_note(envelope) or f"[{envelope.status.value}: {envelope.reason or '-'}]"
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=structured
+        )
+
+    def _find(self, ident: str) -> Envelope | None:
+        client = self.rewriter.client
+        if client is not None:
+            _, _, envelope = client.result(ident)
+            if envelope is not None:
+                return envelope
+        sidecars = self.settings.sidecars()
+        for capability, spec in CAPABILITIES.items():
+            try:
+                key = ResultKey(capability, spec.version(self.settings), ident)
+            except ValueError:
+                return None  # not a sha256, and no broker knows it as a job id
+            found = sidecars.read(key)
+            if found is not None:
+                return found
+        return None
+
+    async def _status(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        client = self.rewriter.client
+        if client is None:
+            structured: dict[str, Any] = {"mode": "inline", "queues": {}}
+        else:
+            redis = client.store.redis
+            queues = {
+                q: {"waiting": int(await anyio.to_thread.run_sync(redis.llen, q))} for q in QUEUES
+            }
+            structured = {"mode": "queued", "queues": queues}
+        lines = [f"jobs run {'on the queues' if client else 'in the door process'}"]
+        lines += [f"{q}: {v['waiting']} waiting" for q, v in structured["queues"].items()]
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="\n".join(lines))],
+            structured_content=structured,
+        )
+
+    def _job_result(
+        self, handle: JobHandle, extra: dict[str, Any], shown: str | None = None
+    ) -> types.CallToolResult:
+        envelope = handle.envelope
+        structured = {
+            "status": handle.status.value,
+            "id": handle.id,
+            "sha256": handle.key.sha256,
+            "path": str(handle.path),
+            "reason": envelope.reason if envelope is not None else None,
+            **extra,
+        }
+        if envelope is None:
+            text = pending_line(handle.key.capability.value, handle.id, MCP_FETCH)
+        elif envelope.status is Status.DONE:
+            text = shown or result_note(envelope) or "[done: nothing to say]"
+        else:
+            text = f"[{envelope.status.value}: {envelope.reason}]"
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=structured,
+            is_error=envelope is not None and envelope.status is Status.FAILED,
+        )
+
+
+def _formatted(output: Any, fmt: str) -> str:
+    if fmt == "segments":
+        return "\n".join(
+            f"[{s['start']:.2f}-{s['end']:.2f}] {s['text']}" for s in output.get("segments", [])
+        )
+    from pipelines.speech.stt import Segment, Transcript, format_transcript
+
+    transcript = Transcript(
+        text=output["text"],
+        segments=tuple(Segment(s["start"], s["end"], s["text"]) for s in output["segments"]),
+        language=output["language"],
+        duration_s=output["duration_s"],
+        processing_s=output.get("processing_s", 0.0),
+    )
+    return format_transcript(transcript, fmt)

@@ -1,0 +1,251 @@
+"""The MCP servers behind the proxy: how to reach each, and keeping a live session to it.
+
+An upstream is reached over stdio (a command) or over HTTP (streamable HTTP or SSE, with
+headers). Its session lives in a task of its own (anyio ties a connection's context to the
+task that opened it); calls from any handler use it. When the upstream crashes, the calls in
+flight fail, the session is torn down, and the next call starts it again after a back-off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+log = logging.getLogger("mcp_media.proxy")
+
+CONNECT_TIMEOUT = 30.0
+BACKOFF_START = 0.5
+BACKOFF_MAX = 30.0
+
+
+class ConfigFileError(Exception):
+    """The mcpServers file cannot be used; the message says where."""
+
+
+class UpstreamDown(Exception):
+    """The upstream cannot be reached now; the message says why and when it is tried again."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamSpec:
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    transport: str = "streamable-http"  # or "sse", for `url`
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return self.url or " ".join([self.command or "", *self.args]).strip()
+
+
+def parse_config(text: str, origin: str = "config") -> list[UpstreamSpec]:
+    """The `mcpServers` JSON of desktop MCP clients: stdio `command`/`args`/`env`, or remote
+    `url` with `type` (streamable-http, http or sse) and `headers`."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigFileError(f"{origin} is not JSON: {exc}") from None
+    servers = data.get("mcpServers") if isinstance(data, Mapping) else None
+    if not isinstance(servers, Mapping) or not servers:
+        raise ConfigFileError(f"{origin}: expected an object with a non-empty `mcpServers`")
+    specs = []
+    for name, entry in servers.items():
+        where = f"{origin}: mcpServers.{name}"
+        if not isinstance(entry, Mapping):
+            raise ConfigFileError(f"{where} must be an object")
+        if not name or "__" in name:
+            raise ConfigFileError(f"{where}: a server name must be non-empty, without `__`")
+        if entry.get("disabled") is True:
+            continue
+        specs.append(_spec(name, entry, where))
+    if not specs:
+        raise ConfigFileError(f"{origin}: every server is disabled")
+    return specs
+
+
+def _strings(value: Any, where: str, kind: type) -> Any:
+    if value is None:
+        return kind()
+    if kind is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    if (
+        kind is dict
+        and isinstance(value, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    ):
+        return dict(value)
+    raise ConfigFileError(
+        f"{where} must be a list of strings"
+        if kind is list
+        else f"{where} must map strings to strings"
+    )
+
+
+def _spec(name: str, entry: Mapping[str, Any], where: str) -> UpstreamSpec:
+    command, url = entry.get("command"), entry.get("url")
+    if isinstance(command, str) and command:
+        return UpstreamSpec(
+            name=name,
+            command=command,
+            args=tuple(_strings(entry.get("args"), f"{where}.args", list)),
+            env=_strings(entry.get("env"), f"{where}.env", dict),
+            cwd=entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
+        )
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        kind = entry.get("type") or entry.get("transport") or "streamable-http"
+        if kind == "http":
+            kind = "streamable-http"
+        if kind not in ("streamable-http", "sse"):
+            raise ConfigFileError(f"{where}.type {kind!r}: use streamable-http or sse")
+        return UpstreamSpec(
+            name=name,
+            url=url,
+            transport=kind,
+            headers=_strings(entry.get("headers"), f"{where}.headers", dict),
+        )
+    raise ConfigFileError(f"{where} needs a `command` (stdio) or an http(s) `url`")
+
+
+def read_config(path: Path) -> list[UpstreamSpec]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigFileError(f"cannot read {path}: {exc}") from None
+    return parse_config(text, str(path))
+
+
+def _target(spec: UpstreamSpec) -> Any:
+    if spec.command is not None:
+        return StdioServerParameters(
+            command=spec.command,
+            args=list(spec.args),
+            env={**_inherited_env(), **spec.env},
+            cwd=spec.cwd,
+        )
+    assert spec.url is not None
+    import httpx2
+
+    http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30, read=300))
+    if spec.transport == "sse":
+        from mcp.client.sse import sse_client
+
+        return _OwningTransport(sse_client(spec.url, headers=dict(spec.headers)), http)
+    from mcp.client.streamable_http import streamable_http_client
+
+    return _OwningTransport(streamable_http_client(spec.url, http_client=http), http)
+
+
+def _inherited_env() -> dict[str, str]:
+    # The wrapped server runs as the user's own command would: with this environment, less
+    # the proxy's own settings.
+    return {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEDIA_")}
+
+
+class _OwningTransport:
+    """A transport that also closes the HTTP client it was given."""
+
+    def __init__(self, inner: AbstractAsyncContextManager[Any], http: Any) -> None:
+        self.inner = inner
+        self.http = http
+
+    async def __aenter__(self) -> Any:
+        return await self.inner.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        try:
+            return await self.inner.__aexit__(*exc)
+        finally:
+            await self.http.aclose()
+
+
+MessageHandler = Callable[[str, Any], Awaitable[None]]
+
+
+class Upstream:
+    """One upstream server and its (re)started session."""
+
+    def __init__(self, spec: UpstreamSpec, on_message: MessageHandler) -> None:
+        self.spec = spec
+        self._on_message = on_message
+        self.client: Client | None = None
+        self.error: str | None = None
+        self._wanted = anyio.Event()
+        self._ready = anyio.Event()
+        self._broken = anyio.Event()
+        self._stopping = False
+        self._retry_at = 0.0
+        self._backoff = BACKOFF_START
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    async def run(self) -> None:
+        """The session's own task: connect when wanted, hold it until broken, back off."""
+        while not self._stopping:
+            await self._wanted.wait()
+            try:
+                async with Client(
+                    _target(self.spec), message_handler=self._handle, read_timeout_seconds=None
+                ) as client:
+                    self.client, self.error = client, None
+                    self._backoff = BACKOFF_START
+                    self._ready.set()
+                    await self._broken.wait()
+            except Exception as exc:  # a spawn failure, a crash, a refused connection
+                self.error = f"{type(exc).__name__}: {exc}"[:500]
+                log.warning("upstream %s is down: %s", self.name, self.error)
+            finally:
+                self.client = None
+                self._retry_at = anyio.current_time() + self._backoff
+                self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+                self._wanted, self._broken = anyio.Event(), anyio.Event()
+                ready, self._ready = self._ready, anyio.Event()
+                ready.set()  # wake waiters: they see no client and the error
+
+    async def session(self) -> Client:
+        """The live session, started (again) if needed; raises UpstreamDown."""
+        if self.client is not None and not self._broken.is_set():
+            return self.client
+        wait = self._retry_at - anyio.current_time()
+        if wait > 0 and self.error is not None:
+            raise UpstreamDown(
+                f"upstream {self.name!r} is down ({self.error}); retried in {wait:.1f} s"
+            )
+        ready = self._ready
+        self._wanted.set()
+        with anyio.move_on_after(CONNECT_TIMEOUT):
+            await ready.wait()
+        if self.client is None:
+            raise UpstreamDown(
+                f"upstream {self.name!r} did not start: {self.error or 'timed out connecting'}"
+            )
+        return self.client
+
+    def broken(self, why: str) -> None:
+        """A call failed at the transport: tear the session down; the next call restarts it."""
+        self.error = why[:500]
+        self._broken.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wanted.set()
+        self._broken.set()
+
+    async def _handle(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            log.warning("upstream %s: %s", self.name, message)
+            return
+        await self._on_message(self.name, message)
