@@ -265,35 +265,43 @@ class OwnTools:
         ident = arguments.get("id")
         if not isinstance(ident, str) or not ident:
             raise ToolInputError("id must be a job id or a sha256")
-        envelope = await anyio.to_thread.run_sync(self._find, ident)
-        if envelope is None:
+        key, envelope = await anyio.to_thread.run_sync(self._find, ident)
+        if key is None:
             return error_result(f"media_result: no job or result known for {ident!r}")
-        structured = {
-            "status": envelope.status.value,
-            "capability": envelope.key.capability.value,
-            "result": dict(envelope.to_json()),
-        }
-        text = result_note(envelope) or f"[{envelope.status.value}: {envelope.reason or '-'}]"
+        if envelope is None:
+            structured: dict[str, Any] = {
+                "status": "pending",
+                "capability": key.capability.value,
+                "result": None,
+            }
+            text = pending_line(key.capability.value, ident, MCP_FETCH)
+        else:
+            structured = {
+                "status": envelope.status.value,
+                "capability": key.capability.value,
+                "result": dict(envelope.to_json()),
+            }
+            text = result_note(envelope) or f"[{envelope.status.value}: {envelope.reason or '-'}]"
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structured_content=structured
         )
 
-    def _find(self, ident: str) -> Envelope | None:
+    def _find(self, ident: str) -> tuple[ResultKey | None, Envelope | None]:
         client = self.rewriter.client
         if client is not None:
-            _, _, envelope = client.result(ident)
-            if envelope is not None:
-                return envelope
+            _, key, envelope = client.result(ident)
+            if key is not None:
+                return key, envelope
         sidecars = self.settings.sidecars()
         for capability, spec in CAPABILITIES.items():
             try:
                 key = ResultKey(capability, spec.version(self.settings), ident)
             except ValueError:
-                return None  # not a sha256, and no broker knows it as a job id
+                return None, None  # not a sha256, and no broker knows it as a job id
             found = sidecars.read(key)
             if found is not None:
-                return found
-        return None
+                return key, found
+        return None, None
 
     async def _status(self, arguments: dict[str, Any]) -> types.CallToolResult:
         client = self.rewriter.client

@@ -25,6 +25,7 @@ log = logging.getLogger("mcp_media.proxy")
 CONNECT_TIMEOUT = 30.0
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
+WAIT_OUT_BACKOFF = 5.0  # a call waits for a shorter back-off instead of failing
 
 
 class ConfigFileError(Exception):
@@ -184,6 +185,7 @@ class Upstream:
         self._wanted = anyio.Event()
         self._ready = anyio.Event()
         self._broken = anyio.Event()
+        self._closed = anyio.Event()
         self._stopping = False
         self._retry_at = 0.0
         self._backoff = BACKOFF_START
@@ -202,6 +204,7 @@ class Upstream:
                 ) as client:
                     self.client, self.error = client, None
                     self._backoff = BACKOFF_START
+                    self._closed = anyio.Event()
                     self._ready.set()
                     await self._broken.wait()
             except Exception as exc:  # a spawn failure, a crash, a refused connection
@@ -214,16 +217,22 @@ class Upstream:
                 self._wanted, self._broken = anyio.Event(), anyio.Event()
                 ready, self._ready = self._ready, anyio.Event()
                 ready.set()  # wake waiters: they see no client and the error
+                self._closed.set()
 
     async def session(self) -> Client:
         """The live session, started (again) if needed; raises UpstreamDown."""
-        if self.client is not None and not self._broken.is_set():
-            return self.client
+        if self.client is not None:
+            if not self._broken.is_set():
+                return self.client
+            with anyio.move_on_after(CONNECT_TIMEOUT):
+                await self._closed.wait()  # the broken session is still being torn down
         wait = self._retry_at - anyio.current_time()
-        if wait > 0 and self.error is not None:
+        if wait > WAIT_OUT_BACKOFF and self.error is not None:
             raise UpstreamDown(
                 f"upstream {self.name!r} is down ({self.error}); retried in {wait:.1f} s"
             )
+        if wait > 0:
+            await anyio.sleep(wait)  # a short back-off is waited out by the call
         ready = self._ready
         self._wanted.set()
         with anyio.move_on_after(CONNECT_TIMEOUT):

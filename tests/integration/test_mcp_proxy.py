@@ -1,0 +1,249 @@
+"""The MCP door end to end: a real MCP client (the official SDK) talks over stdio to a real
+`mcp-media proxy` process, which wraps real SDK servers; summaries come from the local
+OpenAI-protocol server through the real `openai` client, inline or from real workers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from tests.integration.conftest import ROOT, Cluster
+
+pytestmark = pytest.mark.integration
+
+UPSTREAM = [sys.executable, "-m", "tests.support.mcp_upstream"]
+
+
+@asynccontextmanager
+async def proxied(cluster: Cluster, *args: str) -> AsyncIterator[Client]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "workers.cli.main", "proxy", *args],
+        env=cluster.env(PYTHONPATH=str(ROOT)),
+        cwd=str(ROOT),
+    )
+    async with Client(params, read_timeout_seconds=120) as client:
+        yield client
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [b.text for b in result.content if isinstance(b, types.TextContent)]
+
+
+def kinds(result: types.CallToolResult) -> list[str]:
+    return [b.type for b in result.content]
+
+
+def run(test: Any) -> Any:
+    return anyio.run(test)
+
+
+def wrap(*upstream: str) -> list[str]:
+    return ["--", *UPSTREAM, *upstream]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("keep", ["text", "image", "text"]),
+        ("text", ["text", "text"]),
+        ("link", ["text", "resource_link", "text"]),
+    ],
+)
+def test_image_policies_with_inline_summaries(
+    cluster: Cluster, policy: str, expected: list[str]
+) -> None:
+    cluster.fake.set(reply="An invoice for $1,250.")
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", "--images", policy, *wrap()) as client:
+            result = await client.call_tool("screenshot", {})
+            assert kinds(result) == expected
+            note = texts(result)[-1]
+            assert note.startswith("MEDIA:") and "An invoice for $1,250." in note
+            if policy == "link":
+                link = result.content[1]
+                assert isinstance(link, types.ResourceLink)
+                read = await client.read_resource(str(link.uri))
+                (blob,) = read.contents
+                assert isinstance(blob, types.BlobResourceContents)
+                cached = Path(note.splitlines()[0].removeprefix("MEDIA:"))
+                assert base64.b64decode(blob.blob) == cached.read_bytes()
+
+    run(scenario)
+
+
+def test_structured_output_error_results_and_upstream_errors_pass_through(
+    cluster: Cluster,
+) -> None:
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", "--wait", "0", *wrap()) as client:
+            stats = await client.call_tool("stats", {})  # the client checks the output schema
+            assert stats.structured_content == {"files": 42, "bytes_used": 1250000}
+            failed = await client.call_tool("error_with_image", {})
+            assert failed.is_error
+            assert kinds(failed) == ["text", "image", "text"]
+            assert texts(failed)[1].startswith("MEDIA:")
+            refused = await client.call_tool("refuse", {})
+            assert refused.is_error and "refused on purpose" in " ".join(texts(refused))
+            unknown = await client.call_tool("no_such_tool", {})  # the upstream's own answer
+            assert unknown.is_error
+
+    run(scenario)
+
+
+def test_progress_is_forwarded(cluster: Cluster) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", *wrap()) as client:
+            result = await client.call_tool("slow", {"steps": 3}, progress_callback=progress)
+            assert texts(result) == ["done after 3 steps"]
+
+    run(scenario)
+    assert [s[0] for s in seen] == [1, 2, 3] and seen[-1][2] == "step 3"
+
+
+def test_crashed_upstream_gives_an_error_and_comes_back(cluster: Cluster) -> None:
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", *wrap()) as client:
+            crashed = await client.call_tool("crash", {})
+            assert crashed.is_error
+            assert "started again on the next call" in texts(crashed)[0]
+            again = await client.call_tool("who", {})
+            assert texts(again) == ["upstream"] and not again.is_error
+
+    run(scenario)
+
+
+def test_config_with_two_upstreams(cluster: Cluster, tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    servers = {
+        name: {"command": UPSTREAM[0], "args": [*UPSTREAM[1:], "--name", name]}
+        for name in ("drive", "photos")
+    }
+    config.write_text(json.dumps({"mcpServers": servers}))
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", "--config", str(config)) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"drive__who", "photos__who", "drive__screenshot", "media_result"} <= names
+            assert texts(await client.call_tool("photos__who", {})) == ["photos"]
+            assert texts(await client.call_tool("drive__who", {})) == ["drive"]
+            prompts = {p.name for p in (await client.list_prompts()).prompts}
+            assert prompts == {"drive__summarise_drive", "photos__summarise_drive"}
+            with pytest.raises(MCPError):  # no upstream of that name
+                await client.call_tool("music__who", {})
+
+    run(scenario)
+
+
+def test_with_workers_late_results_come_from_media_result(cluster: Cluster) -> None:
+    cluster.fake.set(reply="Queued summary.", latency=1.0)
+    cluster.start_worker("vision", concurrency=2)
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--wait", "0", *wrap()) as client:
+            status = await client.call_tool("media_status", {})
+            assert status.structured_content is not None
+            assert status.structured_content["mode"] == "queued"
+            result = await client.call_tool("screenshot", {})
+            note = texts(result)[-1]
+            assert "still running" in note and "media_result" in note
+            job_id = note.split(" job ")[1].split(" ")[0]
+            for _ in range(200):
+                got = await client.call_tool("media_result", {"id": job_id})
+                assert got.structured_content is not None
+                if got.structured_content["status"] == "done":
+                    break
+                await anyio.sleep(0.1)
+            assert "Queued summary." in texts(got)[0]
+
+    run(scenario)
+
+
+def test_own_tools_refuse_files_outside_the_allowed_roots(cluster: Cluster, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"\x89PNG\r\n\x1a\n not really")
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", *wrap()) as client:
+            refused = await client.call_tool("describe_image", {"image": str(secret)})
+            assert refused.is_error and "not inside an allowed root" in texts(refused)[0]
+            unknown = await client.call_tool("describe_image", {"image": "0" * 64})
+            assert unknown.is_error and "no cached image" in texts(unknown)[0]
+
+    run(scenario)
+
+
+SDK1_SERVER = '''
+import base64, sys
+from mcp.server.fastmcp import FastMCP, Image
+server = FastMCP("old-sdk")
+
+@server.tool()
+def picture() -> Image:
+    """A PNG from an SDK 1.x server."""
+    return Image(data=base64.b64decode(sys.argv[1]), format="png")
+
+@server.tool()
+def version() -> str:
+    import importlib.metadata
+    return importlib.metadata.version("mcp")
+
+server.run()
+'''
+
+
+@pytest.fixture(scope="module")
+def sdk1_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import subprocess
+    import venv
+
+    target = tmp_path_factory.mktemp("sdk1-venv")
+    venv.EnvBuilder(with_pip=True).create(target)
+    python = target / "bin" / "python"
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "mcp==1.30.0"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return python
+
+
+def test_an_sdk_1x_upstream_negotiates_and_its_image_is_rewritten(
+    cluster: Cluster, sdk1_python: Path, tmp_path: Path
+) -> None:
+    from tests.support.factories import png_bytes
+
+    cluster.fake.set(reply="An old picture.")
+    script = tmp_path / "old_server.py"
+    script.write_text(SDK1_SERVER)
+    picture = base64.b64encode(png_bytes()).decode()
+
+    async def scenario() -> None:
+        upstream = ["--", str(sdk1_python), str(script), picture]
+        async with proxied(cluster, "--inline", "--images", "text", *upstream) as client:
+            assert texts(await client.call_tool("version", {})) == ["1.30.0"]
+            result = await client.call_tool("picture", {})
+            assert kinds(result) == ["text"]
+            assert "An old picture." in texts(result)[0]
+
+    run(scenario)

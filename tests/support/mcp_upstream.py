@@ -1,0 +1,64 @@
+"""An MCP server for the proxy tests: the bundled example's tools plus tools that misbehave.
+
+python -m tests.support.mcp_upstream [--name NAME]
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+
+import anyio
+import mcp_types as types
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+
+from examples.mcp_server import server
+from tests.support.factories import png_bytes
+
+
+@server.tool()
+def error_with_image() -> types.CallToolResult:
+    """A failed render that still returns its screenshot."""
+    data = base64.b64encode(png_bytes()).decode()
+    return types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="render failed"),
+            types.ImageContent(type="image", data=data, mime_type="image/png"),
+        ],
+        is_error=True,
+    )
+
+
+@server.tool()
+async def slow(steps: int, ctx: Context) -> str:
+    """Reports progress `steps` times, then answers."""
+    for step in range(steps):
+        await ctx.report_progress(step + 1, steps, f"step {step + 1}")
+        await anyio.sleep(0.05)
+    return f"done after {steps} steps"
+
+
+@server.tool()
+def crash() -> str:
+    """Ends the server process in the middle of a call."""
+    os._exit(3)
+
+
+@server.tool()
+def who() -> str:
+    """Which server answered (its --name)."""
+    return NAME
+
+
+@server.tool()
+def refuse() -> str:
+    """Raises a tool error: the SDK turns it into an isError result with its message."""
+    raise ToolError("refused on purpose")
+
+
+NAME = sys.argv[sys.argv.index("--name") + 1] if "--name" in sys.argv else "upstream"
+
+if __name__ == "__main__":
+    server.run()
