@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from pipelines.errors import InvalidToolResult
 from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
@@ -76,12 +77,43 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="own tools may read files under DIR (repeatable; default: the cache only)",
     )
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP on HOST:PORT instead of stdio (bearer token required)",
+    )
+    p.add_argument(
+        "--token",
+        help="the bearer token for --http (default: generated in $MCP_MEDIA_HOME/mcp-token)",
+    )
+
+
+def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> int:
+    from pathlib import Path
+
+    from workers.mcp.http import DoorConfigError, parse_listen, resolve_token, serve_http
+    from workers.mcp.serve import build_proxy, serve_stdio
+
+    listen = token = None
+    if args.http:
+        try:
+            listen = parse_listen(args.http)
+            token = resolve_token(settings.home, args.token, listen[0])
+        except DoorConfigError as exc:
+            raise CliError(str(exc)) from None
+    proxy = build_proxy(settings, specs, door_options(args), [Path(r) for r in args.allow_root])
+    if listen is None or token is None:
+        return serve_stdio(proxy)
+    sys.stderr.write(
+        f"mcp-media: MCP over streamable HTTP on http://{listen[0]}:{listen[1]}/mcp "
+        f"(bearer token: --token, or {settings.home / 'mcp-token'})\n"
+    )
+    return serve_http(proxy, listen[0], listen[1], token)
 
 
 def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from workers.mcp.serve import build_proxy, serve_stdio
     from workers.mcp.upstream import ConfigFileError, UpstreamSpec, read_config
 
     command = list(args.command)
@@ -97,14 +129,8 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
             specs = [UpstreamSpec(name=name, command=command[0], args=tuple(command[1:]))]
     except ConfigFileError as exc:
         raise CliError(str(exc)) from None
-    roots = [Path(r) for r in args.allow_root]
-    return serve_stdio(build_proxy(settings, specs, door_options(args), roots))
+    return _serve(args, settings, specs)
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
-    from pathlib import Path
-
-    from workers.mcp.serve import build_proxy, serve_stdio
-
-    roots = [Path(r) for r in args.allow_root]
-    return serve_stdio(build_proxy(settings, [], door_options(args), roots))
+    return _serve(args, settings, [])

@@ -1,0 +1,117 @@
+"""`mcp-media mcp --http`: streamable HTTP on loopback with a bearer token, checked with the
+official SDK client and plain HTTP requests against a real server process."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.integration.conftest import ROOT, Cluster
+
+pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_door(cluster: Cluster) -> Iterator[tuple[str, str]]:
+    port = free_port()
+    log = Path(cluster.home) / "mcp-http.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = ["mcp", "--inline", "--http", f"127.0.0.1:{port}"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli.main", *argv],
+            cwd=ROOT,
+            env=cluster.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )
+    token_file = Path(cluster.home) / "mcp-token"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", token_file.read_text().strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_client_with_the_token_lists_and_calls_own_tools(http_door: tuple[str, str]) -> None:
+    url, token = http_door
+
+    async def scenario() -> None:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == {
+                "describe_image", "transcribe_audio", "speak", "media_result", "media_status",
+            }  # fmt: skip
+            status = await client.call_tool("media_status", {})
+            assert status.structured_content == {"mode": "inline", "queues": {}}
+
+    anyio.run(scenario)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong-token-wrong-token"}, {"Authorization": "Basic x"}],
+)
+def test_requests_without_the_token_are_refused(
+    http_door: tuple[str, str], headers: dict[str, str]
+) -> None:
+    url, _ = http_door
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    response = httpx2.post(url, json=body, headers=headers, timeout=10)
+    assert response.status_code == 401
+
+
+def test_foreign_origin_is_refused(http_door: tuple[str, str]) -> None:
+    url, token = http_door
+    response = httpx2.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Origin": "http://evil.example",
+            "Accept": "application/json, text/event-stream",
+        },
+        timeout=10,
+    )
+    assert response.status_code == 403
+
+
+def test_non_loopback_without_a_token_is_refused_at_start(cluster: Cluster) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "workers.cli.main", "mcp", "--http", "0.0.0.0:8765"],
+        cwd=ROOT,
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "without a token" in proc.stderr
