@@ -26,11 +26,11 @@ UPSTREAM = [sys.executable, "-m", "tests.support.mcp_upstream"]
 
 
 @asynccontextmanager
-async def proxied(cluster: Cluster, *args: str) -> AsyncIterator[Client]:
+async def proxied(cluster: Cluster, *args: str, **env: str) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "workers.cli.main", "proxy", *args],
-        env=cluster.env(PYTHONPATH=str(ROOT)),
+        env=cluster.env(PYTHONPATH=str(ROOT), **env),
         cwd=str(ROOT),
     )
     async with Client(params, read_timeout_seconds=120) as client:
@@ -245,5 +245,24 @@ def test_an_sdk_1x_upstream_negotiates_and_its_image_is_rewritten(
             result = await client.call_tool("picture", {})
             assert kinds(result) == ["text"]
             assert "An old picture." in texts(result)[0]
+
+    run(scenario)
+
+
+def test_hostile_upstream_cannot_stop_the_proxy(cluster: Cluster) -> None:
+    async def scenario() -> None:
+        limit = {"MCP_MEDIA_MAX_BLOB_BYTES": str(1024 * 1024)}
+        async with proxied(cluster, "--inline", *wrap(), **limit) as client:
+            # Never answers: the caller gives up; the proxy keeps serving other calls.
+            with pytest.raises(MCPError), anyio.fail_after(60):
+                await client.call_tool("hang", {}, read_timeout_seconds=2)
+            assert texts(await client.call_tool("who", {})) == ["upstream"]
+            # Lines that are not JSON-RPC on the upstream's stdout.
+            assert texts(await client.call_tool("garbage", {})) == ["still here"]
+            # A block over the cache limit (1 MiB here): forwarded as it came, plus a marker.
+            huge = await client.call_tool("huge", {"megabytes": 3})
+            assert kinds(huge) == ["image", "text"]
+            assert "too large" in texts(huge)[0]
+            assert texts(await client.call_tool("who", {})) == ["upstream"]
 
     run(scenario)

@@ -58,6 +58,30 @@ def refuse() -> str:
     raise ToolError("refused on purpose")
 
 
+@server.tool()
+async def hang() -> str:
+    """Never answers."""
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+@server.tool()
+def garbage() -> str:
+    """Writes lines that are not JSON-RPC on the protocol stream, then answers."""
+    sys.stdout.write('this is not json\n{"jsonrpc": "2.0", "id": "nobody"}\n')
+    sys.stdout.flush()
+    return "still here"
+
+
+@server.tool()
+def huge(megabytes: int) -> types.CallToolResult:
+    """An image block of `megabytes` MiB of base64 (not an image at all)."""
+    data = base64.b64encode(b"\0" * (megabytes * 1024 * 1024)).decode()
+    return types.CallToolResult(
+        content=[types.ImageContent(type="image", data=data, mime_type="image/png")]
+    )
+
+
 NAME = sys.argv[sys.argv.index("--name") + 1] if "--name" in sys.argv else "upstream"
 
 if __name__ == "__main__":
