@@ -2,11 +2,14 @@
 
 Prepares the models, starts the embedded broker and one worker per queue, ingests the
 bundled sample tool result, waits for its image summary and transcript, speaks a reply to
-an Ogg/Opus voice note, prints what the agent would see, and stops what it started.
+an Ogg/Opus voice note, prints what the agent would see, then calls the bundled example MCP
+server through `mcp-media proxy` with a real MCP client and prints what the model receives,
+and stops what it started.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import uuid
@@ -23,7 +26,8 @@ from workers.configs import store_request, synthesis_request
 from workers.provisioning.models import prepare
 from workers.settings import Settings
 
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_result.json"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SAMPLE = EXAMPLES / "sample_result.json"
 REPLY = "Thanks Dana. I will send the quarterly report to the finance team before Friday."
 
 
@@ -44,6 +48,45 @@ def _wait_ready(children: list[Child], timeout: float) -> None:
         time.sleep(0.2)
     if pending:
         raise RuntimeError(f"workers not ready after {timeout:.0f} s: {[c.name for c in pending]}")
+
+
+def _proxy_leg(settings: Settings, wait: float) -> str:
+    """A real MCP client calls the example server through `mcp-media proxy --images text`."""
+    import anyio
+    import mcp_types as types
+    from mcp import Client, StdioServerParameters
+
+    from workers.broker import broker_url
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEDIA_")}
+    env["MCP_MEDIA_HOME"] = str(settings.home)
+    env["MCP_MEDIA_REDIS_URL"] = broker_url(settings.home, settings.redis_url).url
+    upstream = [sys.executable, str(EXAMPLES / "mcp_server.py")]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "workers.cli.main",
+            "proxy",
+            "--images",
+            "text",
+            "--wait",
+            str(wait),
+            "--",
+            *upstream,
+        ],
+        env=env,
+    )
+
+    async def call() -> str:
+        async with Client(params, read_timeout_seconds=wait + 30) as client:
+            result = await client.call_tool("screenshot", {})
+        return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+    t0 = time.monotonic()
+    text = anyio.run(call)
+    _say(f"proxy leg answered in {time.monotonic() - t0:.1f} s")
+    return text
 
 
 def run_demo(settings: Settings, sample: Path = SAMPLE, wait: float = 120.0) -> int:
@@ -73,8 +116,15 @@ def run_demo(settings: Settings, sample: Path = SAMPLE, wait: float = 120.0) -> 
             print(spoken.envelope.output["media_tag"])
         else:
             print(pending_line(job.capability.value, spoken.id))
-        done = all(
-            h.envelope is not None and h.envelope.status is Status.DONE for h in [*handles, spoken]
+        print("=== through the MCP proxy: what the model receives from the screenshot tool ===")
+        proxied = _proxy_leg(settings, wait)
+        print(proxied)
+        done = (
+            all(
+                h.envelope is not None and h.envelope.status is Status.DONE
+                for h in [*handles, spoken]
+            )
+            and "[Image summary" in proxied
         )
         _say(
             f"{'done' if done else 'FAILED'} in {time.monotonic() - started:.1f} s "
