@@ -4,7 +4,7 @@
 
 Tools: `screenshot` (a PNG with legible text), `voice_note` (a spoken WAV clip when the
 default voice is installed, else a tone), `report` (an embedded PDF), `stats` (typed output:
-structured content plus its text copy), `notes` (an embedded Markdown resource).
+structured content plus its text copy), `notes` (an embedded Markdown resource), `ping`.
 """
 
 from __future__ import annotations
@@ -113,6 +113,12 @@ def notes() -> types.CallToolResult:
             )
         ]
     )
+
+
+@server.tool()
+def ping() -> str:
+    """Answers `pong` (text only: what the proxy's overhead is measured on)."""
+    return "pong"
 
 
 @server.resource("drive://readme")

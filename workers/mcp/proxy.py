@@ -31,6 +31,8 @@ from workers.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
 
 log = logging.getLogger("mcp_media.proxy")
 SEPARATOR = "__"
+# Blocks the rewrite forwards as they come: a result of only these is passed through.
+PLAIN_BLOCKS = frozenset({"text", "resource_link"})
 
 
 class Proxy:
@@ -147,6 +149,8 @@ class Proxy:
                 f"upstream {upstream.name!r} stopped while running {name!r} ({exc.message}); "
                 "it is started again on the next call"
             )
+        if all(block.type in PLAIN_BLOCKS for block in result.content):
+            return result  # nothing to rewrite: skip the ingest round trip
         raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         try:
             rewritten = await anyio.to_thread.run_sync(self.rewriter.rewrite, raw, upstream.name)

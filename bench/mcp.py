@@ -1,0 +1,167 @@
+"""The MCP door: proxy overhead per call, context the model receives, time to first answer.
+
+- overhead: the same real MCP client calls a text-only tool of the example server directly
+  and through `mcp-media proxy`, rounds alternating; p50 and p99 added by the proxy;
+- context: bytes of the result content a model receives for a 1920x1080 screenshot with
+  `--images keep`, `text` and `link`;
+- first answer: a result with 4 images through the door's rewriter, `--wait 0` against
+  waiting for the summaries (jobs in this process, local provider).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from PIL import Image, ImageDraw, ImageFilter
+
+from bench.results import record
+from pipelines import MediaCache, ingest
+from pipelines.rewrite import MediaPolicy, RewritePolicy, rewrite_result
+from workers.mcp.rewriter import DoorOptions, MediaRewriter
+from workers.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = [sys.executable, str(ROOT / "examples" / "mcp_server.py")]
+CALLS = 200
+ROUNDS = 3
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEDIA_")}
+    return {**env, "MCP_MEDIA_HOME": str(home)}
+
+
+async def _latencies(params: StdioServerParameters, calls: int) -> list[float]:
+    async with Client(params) as client:
+        for _ in range(10):  # warm up both processes
+            await client.call_tool("ping", {})
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            await client.call_tool("ping", {})
+            times.append(time.perf_counter() - start)
+        return times
+
+
+def _p(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q) - 1]
+
+
+def overhead(home: Path) -> None:
+    direct = StdioServerParameters(command=EXAMPLE[0], args=EXAMPLE[1:], env=_env(home))
+    proxied = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "workers.cli.main", "proxy", "--inline", "--", *EXAMPLE],
+        env=_env(home),
+        cwd=str(ROOT),
+    )
+    plain: list[float] = []
+    through: list[float] = []
+    for _ in range(ROUNDS):
+        plain += anyio.run(_latencies, direct, CALLS)
+        through += anyio.run(_latencies, proxied, CALLS)
+    for q in (50, 99):
+        base, value = _p(plain, q) * 1000, _p(through, q) * 1000
+        record(
+            f"mcp_proxy_added_p{q}_ms",
+            {
+                "value": value - base,
+                "unit": "ms",
+                "baseline": base,
+                "ratio": value / base,
+                "target": "<= 2 ms added at p50" if q == 50 else "report",
+                "better": "lower",
+            },
+        )
+
+
+def screenshot_result() -> dict[str, Any]:
+    """A 1920x1080 desktop: text on white, and a photo-like (noisy) quarter, as PNG."""
+    image = Image.new("RGB", (1920, 1080), "white")
+    draw = ImageDraw.Draw(image)
+    for row in range(40):
+        draw.text((20, 20 + row * 26), f"row {row}: build #{row * 37} passed in {row}.2 s" * 4)
+    rng = random.Random(7)
+    photo = Image.frombytes("RGB", (960, 540), rng.randbytes(960 * 540 * 3))
+    image.paste(photo.filter(ImageFilter.GaussianBlur(1)), (960, 540))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    data = base64.b64encode(out.getvalue()).decode()
+    return {"content": [{"type": "image", "data": data, "mimeType": "image/png"}]}
+
+
+def context(home: Path) -> None:
+    result = screenshot_result()
+    cache = MediaCache(home / "cache")
+    rendered = ingest(result, cache=cache)
+    summary = {rendered.media[0].sha256: ["[Image summary — ...]\n" + "a summary " * 40]}
+    sizes: dict[str, int] = {}
+    for policy in MediaPolicy:
+        out = rewrite_result(result, rendered, summary, RewritePolicy(images=policy))
+        sizes[policy.value] = len(json.dumps(out["content"]).encode())
+    for name, size in sizes.items():
+        record(
+            f"mcp_context_bytes_1080p_{name}",
+            {
+                "value": float(size),
+                "unit": "bytes",
+                "baseline": float(sizes["keep"]),
+                "ratio": size / sizes["keep"],
+                "target": "report",
+                "better": "lower",
+            },
+        )
+
+
+def first_answer(home: Path) -> None:
+    from tests.support.factories import png_bytes
+
+    blocks = [
+        {
+            "type": "image",
+            "data": base64.b64encode(png_bytes((320, 200), (40 * i, 90, 160))).decode(),
+            "mimeType": "image/png",
+        }
+        for i in range(4)
+    ]
+    timings = {}
+    for wait in (0.0, 120.0):
+        settings = Settings.from_env({**_env(home / f"wait-{wait:g}")})
+        rewriter = MediaRewriter(settings, DoorOptions(wait=wait, inline=True))
+        start = time.perf_counter()
+        out = rewriter.rewrite({"content": blocks})
+        timings[wait] = time.perf_counter() - start
+        rewriter.close(finish_jobs=True)
+        notes = sum("still running" in b.get("text", "") for b in out["content"])
+        print(f"  wait {wait:g}: {notes} of 4 summaries still running at the answer")
+    record(
+        "mcp_first_answer_4_images_s",
+        {
+            "value": timings[0.0],
+            "unit": "s",
+            "baseline": timings[120.0],
+            "ratio": timings[120.0] / timings[0.0],
+            "target": "report (--wait 0 vs waiting for the summaries)",
+            "better": "lower",
+        },
+    )
+
+
+def run() -> None:
+    with tempfile.TemporaryDirectory(prefix="mcp-media-bench-") as scratch:
+        home = Path(scratch)
+        context(home)
+        first_answer(home)
+        overhead(home)
