@@ -11,8 +11,8 @@ from typing import Any
 from pipelines import ingest
 from pipelines.errors import InvalidToolResult
 from pipelines.media import Capability, JobRequest
-from pipelines.render import pending_line, render_with_jobs, result_note
-from pipelines.results import Status
+from pipelines.render import NO_SPEECH_LINE, pending_line, render_with_jobs, result_note
+from pipelines.results import NO_SPEECH_NOTE, Status
 from workers.cli.common import (
     CliError,
     enabled_capabilities,
@@ -72,6 +72,7 @@ def _transcript_json(handle: Any) -> dict[str, Any]:
     out = handle.envelope.output if handle.envelope is not None else {}
     return {
         "text": out.get("text"),
+        "note": out.get("note") or (NO_SPEECH_NOTE if out.get("text") == "" else None),
         "segments": [
             {"start": seg["start"], "end": seg["end"], "text": seg["text"]}
             for seg in out.get("segments", [])
@@ -101,12 +102,18 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
         sys.stderr.write(f"mcp-media: transcription {handle.status}: {handle.envelope.reason}\n")
         return 1
     out = handle.envelope.output
+    if not out["text"] and args.format == "text":
+        sys.stdout.write(NO_SPEECH_LINE + "\n")  # nobody speaks: say so, not nothing
+        return 0
+    if not out["text"] and args.format in ("srt", "vtt"):
+        sys.stderr.write(f"mcp-media: {NO_SPEECH_LINE}\n")  # an empty cue file stays valid
     transcript = Transcript(
         text=out["text"],
         segments=tuple(Segment(s["start"], s["end"], s["text"]) for s in out["segments"]),
         language=out["language"],
         duration_s=out["duration_s"],
         processing_s=out.get("processing_s", 0.0),
+        note=out.get("note") or (None if out["text"] else NO_SPEECH_NOTE),
     )
     sys.stdout.write(format_transcript(transcript, args.format).rstrip("\n") + "\n")
     return 0
