@@ -178,11 +178,19 @@ def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
             status = "running" if client.store.claimed(key) else "pending"
     finally:
         client.close()
+    if key is None:
+        # Neither a job id the cluster knows nor the sha256 of a result or a job in flight.
+        message = f"no job or result is known by {args.ident!r} (a job id or a sha256)"
+        if args.json:
+            print_json({"id": args.ident, "status": "unknown", "result": None, "error": message})
+        else:
+            sys.stderr.write(f"mcp-media: {message}\n")
+        return 1
     row = {
         "id": job_id,
-        "capability": key.capability.value if key else None,
-        "sha256": key.sha256 if key else None,
-        "status": status or "unknown",
+        "capability": key.capability.value,
+        "sha256": key.sha256,
+        "status": status,
         "result": envelope.to_json() if envelope else None,
     }
     if args.json:
