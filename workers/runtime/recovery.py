@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
+from pathlib import Path
 
 import redis
 from celery import Celery
@@ -73,6 +75,24 @@ def reap(app: Celery, store: RedisStore) -> list[str]:
     return resent
 
 
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of a process and its children (a prefork pool), in MiB; Linux only."""
+    total_kib = 0
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    for proc in [str(pid), *children]:
+        try:
+            status = Path(f"/proc/{proc}/status").read_text()
+        except OSError:
+            continue  # a child that just exited
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total_kib += int(line.split()[1])
+    return round(total_kib / 1024, 1)
+
+
 class Heartbeat:
     """Runs in a worker's main process: renews its jobs' leases and reaps dead workers' jobs."""
 
@@ -80,9 +100,16 @@ class Heartbeat:
         self.app = app
         self.store = store
         self._stop = threading.Event()
+        self._started_at = time.time()
         self._thread = threading.Thread(target=self._run, name="mcp-media-heartbeat", daemon=True)
 
     def start(self) -> None:
+        # Announce at once (before the worker logs "ready."), so that a client waiting for
+        # a job already sees who serves its queue.
+        try:
+            self._announce()
+        except Exception:
+            log.warning("could not announce this worker; the heartbeat retries", exc_info=True)
         self._thread.start()
 
     def lease(self, job_id: str) -> None:
@@ -95,9 +122,26 @@ class Heartbeat:
         self._stop.set()
 
     def _announce(self) -> None:
-        """Register this worker (queues, pool, processes, threads) for `mcp-media status`."""
+        """Register this worker (queues, pool, processes, threads, how busy) in keys.WORKERS:
+        `mcp-media status` and the client (who serves which queue) read it from there."""
+        from celery.worker import state
+
         info = self.app.conf.mcp_media_worker
-        self.store.redis.hset(keys.WORKERS, info["name"], json.dumps({**info, "seen": time.time()}))
+        by_queue: dict[str, int] = {}
+        for request in list(state.active_requests):
+            queue = (getattr(request, "delivery_info", None) or {}).get("routing_key")
+            if queue:
+                by_queue[queue] = by_queue.get(queue, 0) + 1
+        announcement = {
+            **info,
+            "started_at": info.get("started_at", self._started_at),
+            "active": len(state.active_requests),
+            "reserved": len(state.reserved_requests),
+            "active_by_queue": by_queue,
+            "rss_mib": rss_mib(os.getpid()),
+            "seen": self.store.now(),  # the broker's clock, as readers compare with it
+        }
+        self.store.redis.hset(keys.WORKERS, info["name"], json.dumps(announcement))
 
     def forget(self) -> None:
         self.store.redis.hdel(keys.WORKERS, self.app.conf.mcp_media_worker["name"])
