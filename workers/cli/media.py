@@ -15,6 +15,7 @@ from pipelines.render import NO_SPEECH_LINE, pending_line, render_with_jobs, res
 from pipelines.results import NO_SPEECH_NOTE, Status
 from workers.cli.common import (
     CliError,
+    connect_client,
     enabled_capabilities,
     job_rows,
     print_json,
@@ -168,9 +169,7 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.client import MediaClient
-
-    client = MediaClient.connect(settings)
+    client = connect_client(settings)
     try:
         job_id, key, envelope = client.result(args.ident)
         status = envelope.status.value if envelope else None
