@@ -39,7 +39,7 @@ def test_status_reads_the_workers_announcements(cluster: Cluster, tmp_path: Path
     cluster.cli_json("ingest", str(image_result(tmp_path, [3])))
     client = cluster.client()
     try:
-        deadline = time.monotonic() + 60  # the next heartbeat (every 3 s) shows the job
+        deadline = time.monotonic() + 60  # announced again within 0.5 s of a change
         while time.monotonic() < deadline:
             (live,) = client.store.live_workers()
             if live.active == 1:

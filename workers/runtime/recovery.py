@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 from celery import Celery
@@ -27,6 +28,9 @@ log = logging.getLogger("mcp_media.recovery")
 
 LEASE_SECONDS = 15.0
 HEARTBEAT_SECONDS = 3.0
+# Between beats, a worker announces itself again as soon as how busy it is changes, so
+# `status` shows a job running (or finished) within this, not within a whole beat.
+BUSY_CHECK_SECONDS = 0.5
 
 # Take expired leases atomically so that one reaper alone re-sends a job.
 _TAKE_EXPIRED = """
@@ -75,6 +79,23 @@ def reap(app: Celery, store: RedisStore) -> list[str]:
     return resent
 
 
+def _busy() -> dict[str, Any]:
+    """How busy this worker is: jobs running (in all and per queue) and reserved."""
+    from celery.worker import state
+
+    active = list(state.active_requests)
+    by_queue: dict[str, int] = {}
+    for request in active:
+        queue = (getattr(request, "delivery_info", None) or {}).get("routing_key")
+        if queue:
+            by_queue[queue] = by_queue.get(queue, 0) + 1
+    return {
+        "active": len(active),
+        "reserved": len(state.reserved_requests),
+        "active_by_queue": by_queue,
+    }
+
+
 def rss_mib(pid: int) -> float | None:
     """Resident memory of a process and its children (a prefork pool), in MiB; Linux only."""
     total_kib = 0
@@ -101,6 +122,7 @@ class Heartbeat:
         self.store = store
         self._stop = threading.Event()
         self._started_at = time.time()
+        self._announced: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="mcp-media-heartbeat", daemon=True)
 
     def start(self) -> None:
@@ -124,24 +146,17 @@ class Heartbeat:
     def _announce(self) -> None:
         """Register this worker (queues, pool, processes, threads, how busy) in keys.WORKERS:
         `mcp-media status` and the client (who serves which queue) read it from there."""
-        from celery.worker import state
-
         info = self.app.conf.mcp_media_worker
-        by_queue: dict[str, int] = {}
-        for request in list(state.active_requests):
-            queue = (getattr(request, "delivery_info", None) or {}).get("routing_key")
-            if queue:
-                by_queue[queue] = by_queue.get(queue, 0) + 1
+        busy = _busy()
         announcement = {
             **info,
             "started_at": info.get("started_at", self._started_at),
-            "active": len(state.active_requests),
-            "reserved": len(state.reserved_requests),
-            "active_by_queue": by_queue,
+            **busy,
             "rss_mib": rss_mib(os.getpid()),
             "seen": self.store.now(),  # the broker's clock, as readers compare with it
         }
         self.store.redis.hset(keys.WORKERS, info["name"], json.dumps(announcement))
+        self._announced = busy
 
     def forget(self) -> None:
         self.store.redis.hdel(keys.WORKERS, self.app.conf.mcp_media_worker["name"])
@@ -149,8 +164,14 @@ class Heartbeat:
     def _run(self) -> None:
         from celery.worker import state
 
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        last_beat = time.monotonic()
+        while not self._stop.wait(BUSY_CHECK_SECONDS):
             try:
+                if time.monotonic() - last_beat < HEARTBEAT_SECONDS:
+                    if _busy() != self._announced:
+                        self._announce()
+                    continue
+                last_beat = time.monotonic()
                 self._announce()
                 held = [r.id for r in list(state.reserved_requests) + list(state.active_requests)]
                 renew_leases(self.store.redis, held)
