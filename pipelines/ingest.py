@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from pipelines.blocks import (
     UnknownBlock,
     parse_tool_result,
 )
-from pipelines.cache import BlobError, MediaCache
+from pipelines.cache import BlobError, MediaCache, Validator, safe_mime
 from pipelines.media import Capability, JobRequest, Marker, MarkerReason, MediaKind, StoredBlob
 from pipelines.render import RenderedResult
 from pipelines.sniff import Format, ImageCheckError, verify_image
@@ -59,6 +60,7 @@ class _Ingestion:
         self.media_blocks: list[int] = []
         self.markers: list[Marker] = []
         self.jobs: dict[tuple[Capability, str], JobRequest] = {}
+        self._cache_path = re.compile(re.escape(str(cache.root)) + r"[^\s'\"]*")
 
     def run(self, parsed: ToolResult) -> RenderedResult:
         for index, block in enumerate(parsed.content):
@@ -94,7 +96,7 @@ class _Ingestion:
                 self.lines.append(render.clean_text(text))
             case ImageBlock(data=data, mime=mime):
                 stored = self.cache.store_base64(
-                    data, MediaKind.IMAGE, mime=mime, validate=validate_image
+                    data, MediaKind.IMAGE, mime=mime, validate=image_validator(index, mime)
                 )
                 self._add_media(index, stored)
             case AudioBlock(data=data, mime=mime):
@@ -114,7 +116,7 @@ class _Ingestion:
                     self.media_blocks.append(index)
                     self.lines.append(render.saved_document(stored))
                 else:  # an embedded image or clip is media like any other: summary, transcript
-                    check = validate_image if kind is MediaKind.IMAGE else None
+                    check = image_validator(index, mime) if kind is MediaKind.IMAGE else None
                     stored = self.cache.store_base64(blob, kind, mime=mime, uri=uri, validate=check)
                     self.lines.append(render.embedded_text_header(uri, mime))
                     self._add_media(index, stored)
@@ -138,14 +140,16 @@ class _Ingestion:
             self.jobs.setdefault(key, JobRequest(capability, stored.sha256, stored.path))
 
     def _mark(self, index: int, block_type: str, reason: MarkerReason, message: str) -> None:
+        # A message must never name a file of the cache (a temp file is gone by now).
+        message = self._cache_path.sub(f"block {index}", message)
         found = Marker(block=index, reason=reason, message=message)
         self.markers.append(found)
         self.lines.append(render.marker(found, render.one_line(block_type)[:40]))
 
 
-def validate_image(path: Path, head: bytes) -> Format:
+def validate_image(path: Path, head: bytes, name: str = "the file") -> Format:
     try:
-        return verify_image(path, head)
+        return verify_image(path, head, name=name)
     except ImageCheckError as exc:
         raise BlobError(MarkerReason.NOT_IMAGE, str(exc)) from None
 
@@ -158,6 +162,12 @@ def media_kind_of(mime: str | None) -> MediaKind:
     if major == "audio":
         return MediaKind.AUDIO
     return MediaKind.DOCUMENT
+
+
+def image_validator(index: int, mime: str | None) -> Validator:
+    """Checks the image of block `index`; its errors name the block, not the temp file."""
+    name = f"block {index} ({safe_mime(mime)})"
+    return lambda path, head: validate_image(path, head, name)
 
 
 def _block_type(block: Block) -> str:

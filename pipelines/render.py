@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
 from pipelines.blocks import ResourceLink
-from pipelines.media import JobRequest, Marker, StoredBlob
+from pipelines.media import Capability, JobRequest, Marker, StoredBlob
 from pipelines.names import strip_tag_characters
-from pipelines.results import Envelope, ResultKey, Status
+from pipelines.results import NO_SPEECH_NOTE, Envelope, ResultKey, Status
 
 MAX_TOOL_NAME = 64
 ERROR_FALLBACK = "MCP tool returned an error"
@@ -203,13 +203,22 @@ class JobState(Protocol):
     def envelope(self) -> Envelope | None: ...
 
 
+NO_SPEECH_LINE = f"[{NO_SPEECH_NOTE} in the audio]"
+
+
 def result_note(envelope: Envelope) -> str | None:
-    """What the agent sees for a finished job: only `done` results say anything."""
+    """What the agent sees for a finished job: only `done` results say anything.
+
+    A transcript without words says so (our own line, not content from the audio), so that
+    silence is not mistaken for a missing or still running transcription.
+    """
     if envelope.status is not Status.DONE:
         return None
     output = envelope.output
     body = output.get("summary") if "summary" in output else output.get("text")
     if not isinstance(body, str) or not body.strip():
+        if envelope.key.capability is Capability.AUDIO_TRANSCRIBE and isinstance(body, str):
+            return NO_SPEECH_LINE  # results from before the note have an empty text too
         return None
     return wrap_untrusted(envelope.key.capability.value, body)
 

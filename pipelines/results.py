@@ -20,6 +20,9 @@ from typing import Any, TypedDict
 from pipelines.media import Capability
 
 _HEX = frozenset("0123456789abcdef")
+# The `note` of a transcript in which nobody speaks (silence, hiss, a pure tone): its `text`
+# is empty on purpose, and the note says so instead of nothing.
+NO_SPEECH_NOTE = "no speech detected"
 
 
 class Status(StrEnum):

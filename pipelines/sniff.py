@@ -138,8 +138,18 @@ class ImageCheckError(ValueError):
     """The bytes are not a decodable image; the message says why."""
 
 
-def verify_image(path: Path, head: bytes, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Format:
-    """Open the file with Pillow and decode it (cheaply) to prove it is a whole image."""
+def verify_image(
+    path: Path,
+    head: bytes,
+    max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    *,
+    name: str = "the file",
+) -> Format:
+    """Open the file with Pillow and decode it (cheaply) to prove it is a whole image.
+
+    Error messages call the file `name` (for ingest: the block, e.g. `block 2 (image/png)`),
+    never by its path: the path is a temp file that is gone by the time anyone reads it.
+    """
     if looks_like_markup(head) and sniff_image(head) is None:
         raise ImageCheckError("not an image: the bytes are markup (HTML/SVG)")
     with warnings.catch_warnings():
@@ -161,12 +171,22 @@ def verify_image(path: Path, head: bytes, max_pixels: int = DEFAULT_MAX_IMAGE_PI
         except ImageCheckError:
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            raise ImageCheckError(f"not an image: decompression bomb ({exc})") from exc
+            detail = _without_path(str(exc), path, name)
+            raise ImageCheckError(f"not an image: decompression bomb ({detail})") from exc
         except (OSError, SyntaxError, ValueError, EOFError) as exc:
-            # Pillow reports truncation and corruption as OSError/SyntaxError.
-            raise ImageCheckError(f"not an image: {exc}") from exc
+            # Pillow reports truncation and corruption as OSError/SyntaxError; "cannot
+            # identify image file '<path>'" names the file.
+            raise ImageCheckError(f"not an image: {_without_path(str(exc), path, name)}") from exc
     known = sniff_image(head)
     if known is not None:
         return known
     ext = "." + fmt_name if fmt_name else ".img"
     return Format(fmt_name or "image", ext, Image.MIME.get(fmt_name.upper(), "image/" + fmt_name))
+
+
+def _without_path(message: str, path: Path, name: str) -> str:
+    """`message` with every spelling of `path` (quoted or not) replaced by `name`."""
+    text = str(path)
+    for spelling in (repr(text), f'"{text}"', text):
+        message = message.replace(spelling, name)
+    return message

@@ -206,39 +206,45 @@ def _read_pid(folder: Path) -> int | None:
     return None
 
 
-def stop_embedded(home: Path, timeout: float = 10.0) -> bool:
-    """Stop the embedded redis-server of this home (AOF is flushed on shutdown)."""
+def running_embedded(home: Path) -> Broker | None:
+    """The embedded redis-server of this home if it is running; never starts one."""
     folder = home / "redis"
     state = _read_state(folder) if folder.is_dir() else None
-    if state is None:
-        return False
-    url = _url(state["port"], _password(folder))
-    if not _alive(url):
-        return False  # not running; its old pid may belong to another process by now
-    client = redis.Redis.from_url(url, socket_timeout=2)
-    try:
-        client.shutdown()
-    except (redis.RedisError, OSError):
-        if _alive(url) and state["pid"]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(state["pid"], signal.SIGTERM)
-    finally:
-        client.close()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _alive(url):
-        time.sleep(0.05)
-    # broker.json stays: the next start reuses its port, so clients reconnect by themselves.
-    return True
-
-
-def running_embedded(home: Path) -> str | None:
-    """The URL of this home's embedded redis-server if it is running; never starts one."""
-    folder = home / "redis"
-    state = _read_state(folder) if folder.is_dir() else None
-    if state is None or not (folder / "password").exists():
+    if state is None or not (folder / "password").is_file():
         return None
     url = _url(state["port"], _password(folder))
-    return url if _alive(url) else None
+    if not _alive(url):
+        return None  # not running; its old pid may belong to another process by now
+    return Broker(url=url, pid=state["pid"], port=state["port"], started=False)
+
+
+def stop_embedded(home: Path, timeout: float = 10.0) -> bool:
+    """Stop the embedded redis-server of this home (AOF is flushed on shutdown).
+
+    False when none was running. Holds the start lock, so a command starting the broker at
+    the same moment sees it either running or stopped, never half-way.
+    """
+    folder = home / "redis"
+    if not folder.is_dir():
+        return False
+    with _locked(folder):
+        running = running_embedded(home)
+        if running is None:
+            return False
+        client = redis.Redis.from_url(running.url, socket_timeout=2)
+        try:
+            client.shutdown()
+        except (redis.RedisError, OSError):
+            if _alive(running.url) and running.pid:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(running.pid, signal.SIGTERM)
+        finally:
+            client.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _alive(running.url):
+            time.sleep(0.05)
+    # broker.json stays: the next start reuses its port, so clients reconnect by themselves.
+    return True
 
 
 def broker_url(home: Path, configured: str | None) -> Broker:

@@ -50,12 +50,13 @@ class MediaClient:
         self._versions: dict[Capability, str] = {}
 
     @classmethod
-    def connect(cls, settings: Settings | None = None) -> MediaClient:
+    def connect(cls, settings: Settings | None = None, url: str | None = None) -> MediaClient:
+        """A client of `url`, else of MCP_MEDIA_REDIS_URL or the embedded broker."""
         from workers.broker import broker_url
         from workers.celery_app import base_app
 
         settings = settings or Settings()
-        url = broker_url(settings.home, settings.redis_url).url
+        url = url or broker_url(settings.home, settings.redis_url).url
         return cls(settings, base_app(settings, url), redis_store(settings, url))
 
     def close(self) -> None:
@@ -138,6 +139,21 @@ class MediaClient:
             self.store.forget_job(key, job_id)
             raise
         return JobHandle(job_id, key, path, Status.PENDING)
+
+    def unserved(self, handles: Iterable[JobHandle]) -> dict[str, list[JobHandle]]:
+        """The unfinished handles whose queue no live worker serves, by queue.
+
+        Their jobs stay queued (nothing is lost) until a worker for the queue starts;
+        waiting for them before then only waits out the timeout.
+        """
+        waiting: dict[str, list[JobHandle]] = {}
+        for handle in handles:
+            if handle.envelope is None:
+                waiting.setdefault(CAPABILITIES[handle.key.capability].queue, []).append(handle)
+        if not waiting:
+            return {}
+        served = {queue for worker in self.store.live_workers() for queue in worker.queues}
+        return {queue: found for queue, found in waiting.items() if queue not in served}
 
     def wait(self, handles: list[JobHandle], timeout: float) -> list[JobHandle]:
         """Poll until every handle has a finished envelope or the deadline passes."""

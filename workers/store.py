@@ -12,6 +12,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -43,6 +44,68 @@ if redis.call('zcard', KEYS[1]) < tonumber(ARGV[3]) then
 end
 return 0
 """
+
+
+# Workers announce themselves in `keys.WORKERS` every few seconds (the heartbeat of
+# workers.runtime.recovery); one not seen for this long is gone (killed, frozen, cut off).
+WORKER_FRESH_SECONDS = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One live worker as it last announced itself: who serves which queue, how busy."""
+
+    name: str
+    queues: tuple[str, ...]
+    pool: str | None
+    concurrency: int | None
+    threads: int | None
+    pid: int | None
+    active: int | None  # jobs running at the last heartbeat
+    active_by_queue: dict[str, int]
+    rss_mib: float | None  # main process and pool children together
+    started_at: float | None  # unix time
+    seen: float  # unix time (the broker's clock) of the last announcement
+    age_s: float  # seconds since then
+
+    @classmethod
+    def from_announcement(cls, name: str, data: dict[str, Any], now: float) -> WorkerInfo:
+        def number(field: str) -> Any:
+            value = data.get(field)
+            return value if isinstance(value, int | float) else None
+
+        by_queue = data.get("active_by_queue")
+        seen = float(data.get("seen") or 0.0)
+        return cls(
+            name=name,
+            queues=tuple(str(q) for q in data.get("queues") or ()),
+            pool=data.get("pool"),
+            concurrency=number("concurrency"),
+            threads=number("threads"),
+            pid=number("pid"),
+            active=number("active"),
+            active_by_queue=dict(by_queue) if isinstance(by_queue, dict) else {},
+            rss_mib=number("rss_mib"),
+            started_at=number("started_at"),
+            seen=seen,
+            age_s=max(0.0, now - seen),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "queues": list(self.queues),
+            "pool": self.pool,
+            "concurrency": self.concurrency,
+            "threads": self.threads,
+            "pid": self.pid,
+            "active": self.active,
+            "active_by_queue": self.active_by_queue,
+            "rss_mib": self.rss_mib,
+            "started_at": self.started_at,
+            "seen": self.seen,
+            "age_s": round(self.age_s, 3),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +286,43 @@ class RedisStore:
     def status_counts(self, capability: str) -> dict[str, int]:
         raw = self.redis.hgetall(keys.counts(capability))
         return {k.decode(): int(v) for k, v in raw.items()}
+
+    # the cluster: who serves which queue, and how much is waiting
+
+    def now(self) -> float:
+        """The broker's clock: workers on other nodes announce themselves by it too."""
+        seconds, micros = self.redis.time()
+        return float(seconds) + float(micros) / 1e6
+
+    def live_workers(self, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
+        """Workers that announced themselves within `max_age` seconds, by name."""
+        now = self.now()
+        workers = []
+        for raw_name, raw in self.redis.hgetall(keys.WORKERS).items():
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(data, dict):
+                continue
+            info = WorkerInfo.from_announcement(raw_name.decode(), data, now)
+            if info.age_s <= max_age:
+                workers.append(info)
+        return sorted(workers, key=lambda w: w.name)
+
+    def serving(self, queue: str, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
+        """The live workers that consume `queue` (none: its jobs wait until one starts)."""
+        return [w for w in self.live_workers(max_age) if queue in w.queues]
+
+    def queue_lengths(self, queues: Sequence[str]) -> dict[str, int]:
+        """Jobs waiting in each queue (sent, not yet taken by a worker)."""
+        pipe = self.redis.pipeline()
+        for queue in queues:
+            pipe.llen(queue)
+        return {q: int(n) for q, n in zip(queues, pipe.execute(), strict=True)}
+
+    def dead_letter_count(self) -> int:
+        return int(self.redis.llen(keys.DEAD_LETTERS))
 
 
 _HOST = socket.gethostname()

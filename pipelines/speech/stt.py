@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pipelines.errors import ConfigError
+from pipelines.results import NO_SPEECH_NOTE
 from pipelines.speech.audio import AudioSource, iter_audio
 from pipelines.speech.config import SttConfig
 from pipelines.speech.vad import (
@@ -76,10 +77,12 @@ class Transcript:
     language: str
     duration_s: float
     processing_s: float
+    note: str | None = None  # NO_SPEECH_NOTE when nobody speaks in the audio
 
     def to_dict(self) -> dict[str, object]:
         return {
             "text": self.text,
+            **({"note": self.note} if self.note else {}),
             "language": self.language,
             "duration_s": round(self.duration_s, 3),
             "processing_s": round(self.processing_s, 3),
@@ -206,6 +209,7 @@ def transcribe(
         language=config.language or "en",
         duration_s=counter.samples / rate,
         processing_s=time.perf_counter() - started,
+        note=None if segments else NO_SPEECH_NOTE,
     )
 
 

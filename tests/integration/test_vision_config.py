@@ -119,8 +119,6 @@ def test_result_by_id_and_by_sha_and_the_completion_event(cluster: Cluster, tmp_
         assert row["capability"] == "vision.summarize"
         assert row["status"] == "done"
         assert row["result"]["output"]["summary"] == "Event test."
-    unknown = cluster.cli_json("result", "no-such-job")
-    assert unknown["status"] == "unknown" and unknown["result"] is None
     events = []
     for _ in range(50):
         message = listener.get_message(timeout=0.1)
@@ -133,6 +131,30 @@ def test_result_by_id_and_by_sha_and_the_completion_event(cluster: Cluster, tmp_
     assert status["queues"]["vision"] == {"waiting": 0, "running": 0}
     assert [w["queues"] for w in status["workers"]] == [["vision"]]
     assert ":***@" in status["broker"]
+
+
+def test_an_unknown_id_or_hash_is_an_error_and_known_jobs_exit_zero(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    for ident in ("nonsense", "f" * 64):
+        proc = cluster.cli("result", ident)
+        assert (proc.returncode, proc.stdout) == (1, "")
+        assert proc.stderr == (
+            f"mcp-media: no job or result is known by {ident!r} (a job id or a sha256)\n"
+        )
+        as_json = cluster.cli("result", ident, "--json")
+        assert as_json.returncode == 1
+        error = json.loads(as_json.stdout)
+        assert (error["id"], error["status"], error["result"]) == (ident, "unknown", None)
+        assert ident in error["error"]
+    # A known job exits 0 whatever its status: here it stays queued (no worker).
+    (job,) = cluster.cli_json("ingest", str(image_result(tmp_path, [9])))["jobs"]
+    for ident in (job["id"], job["sha256"]):
+        row = cluster.cli_json("result", ident)
+        assert (row["id"], row["status"]) == (job["id"], "pending")
+        proc = cluster.cli("result", ident)
+        assert proc.returncode == 0
+        assert proc.stdout == f"{job['id']} vision.summarize pending\n"
 
 
 def test_failed_blocks_still_exit_zero_and_bad_input_exits_two(

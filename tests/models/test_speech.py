@@ -445,3 +445,5 @@ def test_no_speech_gives_an_empty_transcript(
         result = transcribe(data, transcriber, stt_config, detector)
         assert (result.text, result.segments) == ("", ())
         assert result.duration_s == pytest.approx(3.0)
+        assert result.note == "no speech detected"
+        assert result.to_dict()["note"] == "no speech detected"

@@ -15,7 +15,9 @@ from pipelines.results import Status
 from pipelines.speech.audio import write_wav
 from pipelines.speech.config import TtsConfig
 from pipelines.speech.tts import TextToSpeech, load_tts
-from tests.support.cluster import Cluster
+from tests.support.audio_samples import silent_wav
+from tests.support.cluster import Cluster, write_result
+from tests.support.factories import b64
 
 pytestmark = pytest.mark.models
 
@@ -61,6 +63,25 @@ def test_transcription_job_through_a_worker(
     assert out["duration_s"] == pytest.approx(out["segments"][-1]["end"], abs=0.05)
     srt = speech_cluster.cli("transcribe", str(audio), "--wait", "60", "--format", "srt")
     assert srt.returncode == 0 and srt.stdout.startswith("1\n00:00:00,000 --> ")
+
+
+def test_silence_through_a_worker_says_no_speech_was_detected(
+    speech_cluster: Cluster, tmp_path: Path
+) -> None:
+    speech_cluster.start_worker("stt", concurrency=1)
+    audio = tmp_path / "silence.wav"
+    audio.write_bytes(silent_wav(3.0))
+    out = speech_cluster.cli_json("transcribe", str(audio), "--wait", "120")
+    assert out["status"] == "done"
+    assert (out["text"], out["note"], out["segments"]) == ("", "no speech detected", [])
+    plain = speech_cluster.cli("transcribe", str(audio), "--wait", "60")
+    assert (plain.returncode, plain.stdout) == (0, "[no speech detected in the audio]\n")
+    block = {"type": "audio", "data": b64(audio.read_bytes()), "mimeType": "audio/wav"}
+    result = write_result(tmp_path / "r.json", [{"type": "text", "text": "voice note:"}, block])
+    agent = speech_cluster.cli_json("ingest", str(result), "--wait", "60")
+    lines = agent["text"].split("\n")
+    assert lines[0] == "voice note:" and lines[1].startswith("MEDIA:")
+    assert lines[2:] == ["[no speech detected in the audio]"]
 
 
 def test_six_jobs_on_concurrency_two_never_overlap_more_than_two(

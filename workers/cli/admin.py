@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workers.cli.common import CliError, print_json
+from workers.cli.common import CliError, broker_for, connect_client, print_json, say
 from workers.settings import Settings
 
 
@@ -14,8 +14,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
     from workers.cli.status import collect, format_status
 
+    url = broker_for(settings)
     while True:
-        report = collect(settings)
+        report = collect(settings, url)
         if args.json:
             print_json(report)
         else:
@@ -35,7 +36,6 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import datetime
 
     from pipelines.media import MediaKind
-    from workers.client import MediaClient
     from workers.reprocess import AlreadyRunning, Selection, run
 
     kinds = {
@@ -56,7 +56,7 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
         since=since,
         limit=args.limit,
     )
-    client = MediaClient.connect(settings)
+    client = connect_client(settings)
     try:
         tally = run(client, selection, high_water=settings.jobs.high_water, dry_run=args.dry_run)
     except AlreadyRunning as exc:
@@ -76,7 +76,6 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.broker import broker_url
     from workers.cli.supervisor import run_worker
     from workers.runtime.app import create_app
 
@@ -89,9 +88,44 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from workers.runtime.readiness import check_ready
 
     check_ready(settings, queues)
-    app = create_app(settings, broker_url(settings.home, settings.redis_url).url)
+    app = create_app(settings, broker_for(settings))
     run_worker(app, settings, queues, args.concurrency)
     return 0
+
+
+def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
+    """Stop the embedded broker of MCP_MEDIA_HOME; exit 0 whether or not one was running."""
+    from workers.broker import running_embedded, stop_embedded
+
+    running = running_embedded(settings.home)
+    if running is None:
+        say(f"no embedded broker is running for {settings.home}")
+        return 0
+    if settings.redis_url:
+        say("MCP_MEDIA_REDIS_URL is set: stopping the embedded broker of this home only")
+    workers = _live_workers(settings, running.url)
+    if workers:
+        say(
+            f"{len(workers)} worker(s) still use it ({', '.join(workers)}); they keep "
+            "retrying until a broker is back"
+        )
+    stop_embedded(settings.home)
+    say(f"stopped the embedded broker on 127.0.0.1:{running.port}")
+    return 0
+
+
+def _live_workers(settings: Settings, url: str) -> list[str]:
+    import redis
+
+    from workers.store import redis_store
+
+    store = redis_store(settings, url)
+    try:
+        return [w.name for w in store.live_workers()]
+    except redis.RedisError:
+        return []
+    finally:
+        store.close()
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:

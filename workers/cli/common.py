@@ -7,11 +7,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.ingest import ALL_CAPABILITIES
 from pipelines.media import Capability, JobRequest
 from workers.settings import Settings
+
+if TYPE_CHECKING:
+    from workers.client import JobHandle, MediaClient
 
 EXIT_USAGE = 2
 
@@ -47,6 +50,29 @@ def job_rows(handles: Sequence[Any]) -> list[dict[str, Any]]:
     return [h.to_json() for h in handles]
 
 
+def say(line: str) -> None:
+    sys.stderr.write(f"mcp-media: {line}\n")
+
+
+def broker_for(settings: Settings) -> str:
+    """The broker URL for a command; says so once when this call started the embedded one
+    (it keeps running after the command, for the next one: `mcp-media down` stops it)."""
+    from workers.broker import broker_url
+
+    broker = broker_url(settings.home, settings.redis_url)
+    if broker.started:
+        say(
+            f"started the embedded broker on 127.0.0.1:{broker.port} (stop it with: mcp-media down)"
+        )
+    return broker.url
+
+
+def connect_client(settings: Settings) -> MediaClient:
+    from workers.client import MediaClient
+
+    return MediaClient.connect(settings, broker_for(settings))
+
+
 def run_jobs(
     args: argparse.Namespace, settings: Settings, jobs: Sequence[JobRequest], trace_id: str
 ) -> list[Any]:
@@ -56,13 +82,24 @@ def run_jobs(
         from workers.jobs.inline import run_inline
 
         return run_inline(settings, jobs, trace_id)
-    from workers.client import MediaClient
-
-    client = MediaClient.connect(settings)
+    client = connect_client(settings)
     try:
         handles = client.submit(jobs, trace_id=trace_id)
         if args.wait:
-            handles = client.wait(handles, args.wait)
+            handles = _wait_served(client, handles, args.wait)
         return handles
     finally:
         client.close()
+
+
+def _wait_served(client: MediaClient, handles: list[JobHandle], timeout: float) -> list[JobHandle]:
+    """Wait for the jobs some live worker serves; say at once which queue has none."""
+    idle = client.unserved(handles)
+    for queue in sorted(idle):
+        say(
+            f"no worker serves the {queue!r} queue; the job stays queued — "
+            f"start one with: mcp-media worker --queues {queue}"
+        )
+    skipped = {id(h) for found in idle.values() for h in found}
+    waited = iter(client.wait([h for h in handles if id(h) not in skipped], timeout))
+    return [h if id(h) in skipped else next(waited) for h in handles]

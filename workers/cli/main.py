@@ -12,7 +12,15 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from pipelines.errors import ConfigError, MediaError
-from workers.cli.admin import cmd_demo, cmd_models, cmd_reprocess, cmd_status, cmd_up, cmd_worker
+from workers.cli.admin import (
+    cmd_demo,
+    cmd_down,
+    cmd_models,
+    cmd_reprocess,
+    cmd_status,
+    cmd_up,
+    cmd_worker,
+)
 from workers.cli.common import EXIT_USAGE, CliError
 from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd_mcp, cmd_proxy
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
@@ -122,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the whole pipeline once on the bundled sample (make run)")
     p.set_defaults(handler=cmd_demo)
+
+    p = sub.add_parser("down", help="stop the embedded broker of MCP_MEDIA_HOME")
+    p.set_defaults(handler=cmd_down)
 
     p = sub.add_parser("up", help="broker + one worker per queue, in the foreground")
     p.add_argument("--grace", type=float, default=60.0, help="seconds to let jobs finish")

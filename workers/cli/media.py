@@ -11,10 +11,11 @@ from typing import Any
 from pipelines import ingest
 from pipelines.errors import InvalidToolResult
 from pipelines.media import Capability, JobRequest
-from pipelines.render import pending_line, render_with_jobs, result_note
-from pipelines.results import Status
+from pipelines.render import NO_SPEECH_LINE, pending_line, render_with_jobs, result_note
+from pipelines.results import NO_SPEECH_NOTE, Status
 from workers.cli.common import (
     CliError,
+    connect_client,
     enabled_capabilities,
     job_rows,
     print_json,
@@ -72,6 +73,7 @@ def _transcript_json(handle: Any) -> dict[str, Any]:
     out = handle.envelope.output if handle.envelope is not None else {}
     return {
         "text": out.get("text"),
+        "note": out.get("note") or (NO_SPEECH_NOTE if out.get("text") == "" else None),
         "segments": [
             {"start": seg["start"], "end": seg["end"], "text": seg["text"]}
             for seg in out.get("segments", [])
@@ -101,12 +103,18 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
         sys.stderr.write(f"mcp-media: transcription {handle.status}: {handle.envelope.reason}\n")
         return 1
     out = handle.envelope.output
+    if not out["text"] and args.format == "text":
+        sys.stdout.write(NO_SPEECH_LINE + "\n")  # nobody speaks: say so, not nothing
+        return 0
+    if not out["text"] and args.format in ("srt", "vtt"):
+        sys.stderr.write(f"mcp-media: {NO_SPEECH_LINE}\n")  # an empty cue file stays valid
     transcript = Transcript(
         text=out["text"],
         segments=tuple(Segment(s["start"], s["end"], s["text"]) for s in out["segments"]),
         language=out["language"],
         duration_s=out["duration_s"],
         processing_s=out.get("processing_s", 0.0),
+        note=out.get("note") or (None if out["text"] else NO_SPEECH_NOTE),
     )
     sys.stdout.write(format_transcript(transcript, args.format).rstrip("\n") + "\n")
     return 0
@@ -161,9 +169,7 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.client import MediaClient
-
-    client = MediaClient.connect(settings)
+    client = connect_client(settings)
     try:
         job_id, key, envelope = client.result(args.ident)
         status = envelope.status.value if envelope else None
@@ -171,11 +177,19 @@ def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
             status = "running" if client.store.claimed(key) else "pending"
     finally:
         client.close()
+    if key is None:
+        # Neither a job id the cluster knows nor the sha256 of a result or a job in flight.
+        message = f"no job or result is known by {args.ident!r} (a job id or a sha256)"
+        if args.json:
+            print_json({"id": args.ident, "status": "unknown", "result": None, "error": message})
+        else:
+            sys.stderr.write(f"mcp-media: {message}\n")
+        return 1
     row = {
         "id": job_id,
-        "capability": key.capability.value if key else None,
-        "sha256": key.sha256 if key else None,
-        "status": status or "unknown",
+        "capability": key.capability.value,
+        "sha256": key.sha256,
+        "status": status,
         "result": envelope.to_json() if envelope else None,
     }
     if args.json:

@@ -91,6 +91,7 @@ def run_worker(
         "concurrency": processes,
         "threads": speech_threads(settings, queues) if pool == "prefork" else 1,
         "pid": os.getpid(),
+        "started_at": time.time(),
     }
     app.worker_main(_worker_argv(name, queues, pool, processes))
 

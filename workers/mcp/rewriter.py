@@ -55,7 +55,8 @@ class MediaRewriter:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inline: Resources | None = None
         if not options.inline:
-            url = settings.redis_url or running_embedded(settings.home)
+            running = running_embedded(settings.home)
+            url = settings.redis_url or (running.url if running is not None else None)
             if url is not None:
                 self.client = MediaClient.connect(settings.model_copy(update={"redis_url": url}))
         log.info("jobs run %s", "on the queues" if self.client else "in this process")

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import redis
 from celery import Celery
@@ -25,6 +28,9 @@ log = logging.getLogger("mcp_media.recovery")
 
 LEASE_SECONDS = 15.0
 HEARTBEAT_SECONDS = 3.0
+# Between beats, a worker announces itself again as soon as how busy it is changes, so
+# `status` shows a job running (or finished) within this, not within a whole beat.
+BUSY_CHECK_SECONDS = 0.5
 
 # Take expired leases atomically so that one reaper alone re-sends a job.
 _TAKE_EXPIRED = """
@@ -73,6 +79,41 @@ def reap(app: Celery, store: RedisStore) -> list[str]:
     return resent
 
 
+def _busy() -> dict[str, Any]:
+    """How busy this worker is: jobs running (in all and per queue) and reserved."""
+    from celery.worker import state
+
+    active = list(state.active_requests)
+    by_queue: dict[str, int] = {}
+    for request in active:
+        queue = (getattr(request, "delivery_info", None) or {}).get("routing_key")
+        if queue:
+            by_queue[queue] = by_queue.get(queue, 0) + 1
+    return {
+        "active": len(active),
+        "reserved": len(state.reserved_requests),
+        "active_by_queue": by_queue,
+    }
+
+
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of a process and its children (a prefork pool), in MiB; Linux only."""
+    total_kib = 0
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    for proc in [str(pid), *children]:
+        try:
+            status = Path(f"/proc/{proc}/status").read_text()
+        except OSError:
+            continue  # a child that just exited
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total_kib += int(line.split()[1])
+    return round(total_kib / 1024, 1)
+
+
 class Heartbeat:
     """Runs in a worker's main process: renews its jobs' leases and reaps dead workers' jobs."""
 
@@ -80,9 +121,17 @@ class Heartbeat:
         self.app = app
         self.store = store
         self._stop = threading.Event()
+        self._started_at = time.time()
+        self._announced: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="mcp-media-heartbeat", daemon=True)
 
     def start(self) -> None:
+        # Announce at once (before the worker logs "ready."), so that a client waiting for
+        # a job already sees who serves its queue.
+        try:
+            self._announce()
+        except Exception:
+            log.warning("could not announce this worker; the heartbeat retries", exc_info=True)
         self._thread.start()
 
     def lease(self, job_id: str) -> None:
@@ -95,9 +144,19 @@ class Heartbeat:
         self._stop.set()
 
     def _announce(self) -> None:
-        """Register this worker (queues, pool, processes, threads) for `mcp-media status`."""
+        """Register this worker (queues, pool, processes, threads, how busy) in keys.WORKERS:
+        `mcp-media status` and the client (who serves which queue) read it from there."""
         info = self.app.conf.mcp_media_worker
-        self.store.redis.hset(keys.WORKERS, info["name"], json.dumps({**info, "seen": time.time()}))
+        busy = _busy()
+        announcement = {
+            **info,
+            "started_at": info.get("started_at", self._started_at),
+            **busy,
+            "rss_mib": rss_mib(os.getpid()),
+            "seen": self.store.now(),  # the broker's clock, as readers compare with it
+        }
+        self.store.redis.hset(keys.WORKERS, info["name"], json.dumps(announcement))
+        self._announced = busy
 
     def forget(self) -> None:
         self.store.redis.hdel(keys.WORKERS, self.app.conf.mcp_media_worker["name"])
@@ -105,8 +164,14 @@ class Heartbeat:
     def _run(self) -> None:
         from celery.worker import state
 
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        last_beat = time.monotonic()
+        while not self._stop.wait(BUSY_CHECK_SECONDS):
             try:
+                if time.monotonic() - last_beat < HEARTBEAT_SECONDS:
+                    if _busy() != self._announced:
+                        self._announce()
+                    continue
+                last_beat = time.monotonic()
                 self._announce()
                 held = [r.id for r in list(state.reserved_requests) + list(state.active_requests)]
                 renew_leases(self.store.redis, held)
