@@ -64,6 +64,12 @@ class SttConfig:
     decode_wall_s: float = 600.0
     single_pass_s: float = 25.0
     max_segment_s: float = 28.0
+    # Empty feature frames sherpa appends to every chunk so whisper finds the end of the
+    # text. sherpa's default, 10 s, makes the encoder run on 10 s of nothing per chunk.
+    tail_padding_s: float = 3.0
+    # Real silence appended to audio recognised in one pass: with only 3 s of padding a
+    # short clip's last words were sometimes lost (measured on the round-trip sentences).
+    single_pass_silence_s: float = 2.0
 
     @property
     def limits(self) -> DecodeLimits:
@@ -161,7 +167,12 @@ def load_transcriber(config: SttConfig) -> Transcriber:
 
     files = validate_model_dir(config.model_dir, config.language)
     return SherpaWhisper(
-        files.encoder, files.decoder, files.tokens, config.threads, config.language or "en"
+        files.encoder,
+        files.decoder,
+        files.tokens,
+        config.threads,
+        config.language or "en",
+        tail_padding_frames=max(1, round(config.tail_padding_s * 100)),
     )
 
 
@@ -204,14 +215,18 @@ def transcribe(
             break
     if counter.samples <= single_pass:
         chunks: Iterator[SpeechChunk] = iter([SpeechChunk(0.0, np.concatenate(head), rate)])
+        silence = np.zeros(int(config.single_pass_silence_s * rate), np.float32)
     elif detector is not None:
         chunks = speech_chunks(itertools.chain(head, audio), detector, config.max_segment_s)
+        silence = np.zeros(0, np.float32)
     else:
         chunks = window_chunks(itertools.chain(head, audio), rate, config.max_segment_s)
+        silence = np.zeros(0, np.float32)
     del head
     segments: list[Segment] = []
     for chunk in chunks:
-        text = _clean(transcriber.transcribe(chunk.samples))
+        samples = np.concatenate([chunk.samples, silence]) if silence.size else chunk.samples
+        text = _clean(transcriber.transcribe(samples))
         if text:
             segments.append(Segment(round(chunk.start_s, 3), round(chunk.end_s, 3), text))
         if checkpoint is not None:
@@ -231,7 +246,10 @@ _SOUND_ONLY = re.compile(r"^(?:\s*[(\[*♪][^)\]*♪]*[)\]*♪])+\s*$")
 
 def _clean(text: str) -> str:
     text = " ".join(text.split())
-    return "" if _SOUND_ONLY.match(text) else text
+    # A sound tag, or no letter or digit at all (a lone "[" or "..." on noise), is no speech.
+    if _SOUND_ONLY.match(text) or not any(ch.isalnum() for ch in text):
+        return ""
+    return text
 
 
 class TranscriptFormat(StrEnum):
