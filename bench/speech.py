@@ -34,7 +34,7 @@ from workers.client import JobHandle, MediaClient
 from workers.speech import store_request, stt_config, synthesis_request, tts_config
 
 ROUNDS = 3
-PEER_ROUNDS = 3  # ours and the peer alternate, best of this many each
+PEER_ROUNDS = 5  # ours and the peer alternate, best of this many each
 LONG_S = 60.0
 PAUSE_S = 0.4
 CLIPS = 10
