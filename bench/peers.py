@@ -8,7 +8,7 @@
 
 They come from the `bench` extra (`pip install -e '.[bench]'`; `make bench` does it). The
 WER helper normalises both sides the same way: lower case, words of letters, digits and
-apostrophes; punctuation dropped.
+apostrophes, number words up to twenty as digits; punctuation dropped.
 """
 
 from __future__ import annotations
@@ -108,8 +108,23 @@ class PiperTts:
         return samples / self.sample_rate
 
 
+_NUMBERS = {
+    word: str(value)
+    for value, word in enumerate(
+        (
+            *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"),
+            *("ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen"),
+            *("seventeen", "eighteen", "nineteen", "twenty"),
+        )
+    )
+}
+
+
 def words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))
+    """Lower case words; a number word up to twenty reads as its digits ("nine" = "9"), as
+    whisper's own English normaliser does, so the two spellings of a number are one word."""
+    found = re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))
+    return [_NUMBERS.get(word, word) for word in found]
 
 
 def wer(reference: str, hypothesis: str) -> float:
