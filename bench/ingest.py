@@ -101,7 +101,7 @@ def run() -> None:
                 times[name].append(_timed(runs[name], reset))
         best = {name: min(t) for name, t in times.items()}
         print(
-            "  ingest 50 MiB, seconds per round: "
+            f"  ingest {SIZE // MIB} MiB, seconds per round: "
             + "; ".join(f"{n} {[round(t, 3) for t in ts]}" for n, ts in times.items())
         )
         mib = SIZE / MIB

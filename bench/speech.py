@@ -222,7 +222,7 @@ def _stt(cluster: BenchCluster, voice: Voice, work: Path) -> None:
     text = str(handle.envelope.output.get("text", ""))
     recall = len(_words(text) & _words(said)) / len(_words(said))
     print(
-        f"  stt 60 s: {len(text.split())} words, word recall {recall:.2f} "
+        f"  stt {audio_s:.1f} s: {len(text.split())} words, word recall {recall:.2f} "
         f"(direct: {len(local.text.split())} words); worker processing_s "
         f"{handle.envelope.output.get('processing_s')}"
     )
