@@ -1,10 +1,16 @@
-"""Run every benchmark: `python -m bench [NAME...]`."""
+"""Run every benchmark: `python -m bench [NAME...]`.
+
+Exits 1 when any target is missed (each one is named) or a suite fails, 2 on bad usage.
+A full run (no names) rewrites bench/results.json from scratch.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
+import traceback
 
-from bench import ingest, jobs, mcp, speech
+from bench import ingest, jobs, mcp, results, speech
 
 SUITES = {"ingest": ingest.run, "jobs": jobs.run, "speech": speech.run, "mcp": mcp.run}
 
@@ -15,8 +21,25 @@ def main(argv: list[str]) -> int:
     if unknown:
         sys.stderr.write(f"unknown benchmark(s) {unknown}; choose from {', '.join(SUITES)}\n")
         return 2
+    results.begin_run(names, fresh=not argv)
+    failed: list[str] = []
     for name in names:
-        SUITES[name]()
+        started = time.perf_counter()
+        try:
+            SUITES[name]()
+        except Exception:
+            traceback.print_exc()
+            failed.append(name)
+        results.note_load(name, started)
+    results.end_run(failed)
+    if results.MISSES or failed:
+        print("\nbench: FAILED", file=sys.stderr)
+        for miss in results.MISSES:
+            print(f"  missed target  {miss}", file=sys.stderr)
+        for name in failed:
+            print(f"  suite crashed  {name}", file=sys.stderr)
+        return 1
+    print("\nbench: every target met")
     return 0
 
 

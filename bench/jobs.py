@@ -30,7 +30,7 @@ from workers import keys
 from workers.client import JobHandle
 from workers.configs import vision_config
 
-LATENCY = 2.0  # seconds per provider call
+LATENCY = 2.0  # seconds the fake provider sleeps per call (a parameter, not a baseline)
 ROUNDS = 3  # agent-text comparisons
 SUBMITTERS = 100
 TRIPS = 200
@@ -93,6 +93,7 @@ def _agent_text(cluster: BenchCluster, fake: FakeOpenAI) -> None:
     async_s: list[float] = []
     all_s: list[float] = []
     inline_s: list[float] = []
+    call_s: list[float] = []  # each inline provider call, timed alone: the measured latency
     with cluster.client() as client:
         # Warm-up: connections, processor version, the worker's provider client.
         warm = ingest(_tool_result([_png(900 + i) for i in range(4)]), cache=cache)
@@ -116,7 +117,9 @@ def _agent_text(cluster: BenchCluster, fake: FakeOpenAI) -> None:
             rendered = ingest(result, cache=inline_cache)
             notes: dict[str, list[str]] = {}
             for blob in rendered.media:
+                called = time.perf_counter()
                 outcome = summarize_image(blob.path, config, provider)
+                call_s.append(time.perf_counter() - called)
                 if outcome.status is not Status.DONE or outcome.output["summary"] is None:
                     raise RuntimeError(f"inline summary degraded: {outcome.reason}")
                 notes[blob.sha256] = [wrap_untrusted(VISION.value, outcome.output["summary"])]
@@ -125,18 +128,21 @@ def _agent_text(cluster: BenchCluster, fake: FakeOpenAI) -> None:
     close = getattr(provider, "close", None)
     if callable(close):
         close()
+    t_async, t_all, t_inline = (statistics.median(x) for x in (async_s, all_s, inline_s))
+    one_call = statistics.median(call_s)
     print(
-        "  agent text, 4 images, provider 2 s: "
+        f"  agent text, 4 images, provider set to {LATENCY} s, one call measured "
+        f"{one_call:.3f} s: "
         f"async {[round(t * 1000, 1) for t in async_s]} ms, "
         f"all done {[round(t, 3) for t in all_s]} s, inline {[round(t, 3) for t in inline_s]} s"
     )
-    t_async, t_all, t_inline = (statistics.median(x) for x in (async_s, all_s, inline_s))
     record(
         "vision_agent_text_4_images_async_vs_inline",
         {
             "value": round(t_async * 1000, 2),
             "unit": "ms",
             "baseline": round(t_inline * 1000, 1),
+            "baseline_of": "median time to summarise the 4 images inline, same run",
             "ratio": round(t_inline / t_async, 1),
             "target": "ratio >= 100",
             "better": "lower",
@@ -147,9 +153,10 @@ def _agent_text(cluster: BenchCluster, fake: FakeOpenAI) -> None:
         {
             "value": round(t_all, 3),
             "unit": "s",
-            "baseline": LATENCY,
-            "ratio": round(t_all / LATENCY, 3),
-            "target": f"<= {1.2 * LATENCY:.1f}",
+            "baseline": round(one_call, 3),
+            "baseline_of": "median duration of one provider call, measured inline, same run",
+            "ratio": round(t_all / one_call, 3),
+            "target": "ratio <= 1.2",
             "better": "lower",
         },
     )
@@ -175,17 +182,19 @@ def _dedup(cluster: BenchCluster, fake: FakeOpenAI) -> None:
         done = client.wait(handles, timeout=60)
     time.sleep(1.5)  # a duplicate job would have called out by now
     calls = fake.request_count - before
+    submitted = len(handles)  # submissions that really went through, counted
     ids = {h.id for h in handles}
     statuses = {h.status.value for h in done}
-    print(f"  dedup: {len(ids)} job id(s) for {SUBMITTERS} submissions, statuses {statuses}")
+    print(f"  dedup: {len(ids)} job id(s) for {submitted} submissions, statuses {statuses}")
     record(
         "vision_dedup_100_concurrent_submissions_provider_calls",
         {
             "value": calls,
             "unit": "calls",
-            "baseline": SUBMITTERS,
-            "ratio": round(calls / SUBMITTERS, 3),
-            "target": "== 1",
+            "baseline": submitted,
+            "baseline_of": "concurrent submissions made and acknowledged, counted",
+            "ratio": round(calls / submitted, 3),
+            "target": "value == 1",
             "better": "lower",
         },
     )

@@ -13,18 +13,28 @@ from pathlib import Path
 import numpy as np
 
 from bench.cluster import BenchCluster
+from bench.peers import FasterWhisper, PiperTts, wer
 from bench.results import Entry, record
 from pipelines.cache import MediaCache
 from pipelines.media import Capability, JobRequest, MediaKind, StoredBlob
 from pipelines.results import Status
 from pipelines.speech.audio import write_wav
-from pipelines.speech.stt import Samples, load_transcriber, load_vad, transcribe
+from pipelines.speech.config import SttConfig
+from pipelines.speech.stt import (
+    Samples,
+    Transcriber,
+    load_transcriber,
+    load_vad,
+    transcribe,
+)
 from pipelines.speech.tts import TextToSpeech, load_tts
+from pipelines.speech.vad import SpeechDetector
 from tests.support.cluster import Worker
 from workers.client import JobHandle, MediaClient
 from workers.configs import store_request, stt_config, synthesis_request, tts_config
 
 ROUNDS = 3
+PEER_ROUNDS = 5  # ours and the peer alternate, best of this many each
 LONG_S = 60.0
 PAUSE_S = 0.4
 CLIPS = 10
@@ -165,6 +175,7 @@ def _compare(name: str, audio_s: float, direct: list[float], pipeline: list[floa
         "value": round(audio_s / p, 2),
         "unit": "audio s/s",
         "baseline": round(audio_s / d, 2),
+        "baseline_of": "the same engine called in the bench process on the same input, same run",
         "ratio": round(d / p, 3),
         "target": "ratio >= 0.9",
         "better": "higher",
@@ -174,6 +185,7 @@ def _compare(name: str, audio_s: float, direct: list[float], pipeline: list[floa
         "value": round(p / audio_s, 4),
         "unit": "RTF",
         "baseline": round(d / audio_s, 4),
+        "baseline_of": "the same engine called in the bench process on the same input, same run",
         "ratio": round(p / d, 3),
         "target": "report",
         "better": "lower",
@@ -198,24 +210,24 @@ def _stt(cluster: BenchCluster, voice: Voice, work: Path) -> None:
         transcribe(warm.path, transcriber, config, detector)
         for r in range(ROUNDS):
             stored = _stored(cache, work, f"long-{r}", long, voice.rate, r + 1)
-            if detector is not None:
-                detector.reset()
-            start = time.perf_counter()
-            local = transcribe(stored.path, transcriber, config, detector)
-            direct.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            handle = _run_one(client, JobRequest(STT, stored.sha256, stored.path))
-            pipeline.append(time.perf_counter() - start)
+            for path in ("direct", "pipeline") if r % 2 == 0 else ("pipeline", "direct"):
+                start = time.perf_counter()
+                if path == "direct":
+                    local = transcribe(stored.path, transcriber, config, detector)
+                    direct.append(time.perf_counter() - start)
+                else:
+                    handle = _run_one(client, JobRequest(STT, stored.sha256, stored.path))
+                    pipeline.append(time.perf_counter() - start)
     assert handle.envelope is not None
     text = str(handle.envelope.output.get("text", ""))
     recall = len(_words(text) & _words(said)) / len(_words(said))
     print(
-        f"  stt 60 s: {len(text.split())} words, word recall {recall:.2f} "
+        f"  stt {audio_s:.1f} s: {len(text.split())} words, word recall {recall:.2f} "
         f"(direct: {len(local.text.split())} words); worker processing_s "
         f"{handle.envelope.output.get('processing_s')}"
     )
     _compare("stt_60s", audio_s, direct, pipeline)
-    _peak_rss(worker, "stt", "<= 600")
+    _peak_rss(worker, "stt", "value <= 600")
     cluster.stop_worker(worker)
 
 
@@ -232,21 +244,23 @@ def _tts(cluster: BenchCluster, voice: Voice) -> None:
         tts.synthesize("Warming up.")
         for r in range(ROUNDS):
             text = _tts_text(r)
-            start = time.perf_counter()
-            speech = tts.synthesize(text)
-            direct.append(time.perf_counter() - start)
-            durations.append(speech.duration_s)
-            start = time.perf_counter()
-            stored = store_request(settings, synthesis_request(text, settings, "wav"))
-            handle = _run_one(client, JobRequest(TTS, stored.sha256, stored.path))
-            pipeline.append(time.perf_counter() - start)
+            for path in ("direct", "pipeline") if r % 2 == 0 else ("pipeline", "direct"):
+                start = time.perf_counter()
+                if path == "direct":
+                    speech = tts.synthesize(text)
+                    direct.append(time.perf_counter() - start)
+                    durations.append(speech.duration_s)
+                else:
+                    stored = store_request(settings, synthesis_request(text, settings, "wav"))
+                    handle = _run_one(client, JobRequest(TTS, stored.sha256, stored.path))
+                    pipeline.append(time.perf_counter() - start)
             assert handle.envelope is not None
             produced = float(handle.envelope.output["duration_s"])
             if abs(produced - speech.duration_s) > 0.05:
                 raise RuntimeError(f"pipeline audio {produced} s vs direct {speech.duration_s} s")
     print(f"  tts: {len(_tts_text(0))} characters per request")
     _compare("tts_600_chars", statistics.median(durations), direct, pipeline)
-    _peak_rss(worker, "tts", "<= 500")
+    _peak_rss(worker, "tts", "value <= 500")
     cluster.stop_worker(worker)
 
 
@@ -271,6 +285,7 @@ def _first_audio(voice: Voice) -> None:
             "value": round(f * 1000, 1),
             "unit": "ms",
             "baseline": round(t * 1000, 1),
+            "baseline_of": "full synthesis of the same text without streaming, same run",
             "ratio": round(t / f, 2),
             "target": "report",
             "better": "lower",
@@ -344,9 +359,110 @@ def _burst(cluster: BenchCluster, voice: Voice) -> None:
             "value": round(rates["2x1"], 3),
             "unit": "clips/s",
             "baseline": round(rates["1x2"], 3),
+            "baseline_of": "the same burst on 1 process x 2 threads, same run",
             "ratio": round(rates["2x1"] / rates["1x2"], 3),
             "target": "report",
             "better": "higher",
+        },
+    )
+
+
+def _stt_vs_faster_whisper(
+    config: SttConfig,
+    transcriber: Transcriber,
+    detector: SpeechDetector | None,
+    voice: Voice,
+    work: Path,
+) -> None:
+    """Our engine (decode + VAD + whisper) vs faster-whisper on the same WAV, 1 thread each."""
+    peer = FasterWhisper()
+    long, said = voice.speech(0, LONG_S, LONG_S)
+    audio_s = len(long) / voice.rate
+    work.mkdir(parents=True, exist_ok=True)
+    path = write_wav(work / "peer-60s.wav", long, voice.rate)
+    ours_t: list[float] = []
+    peer_t: list[float] = []
+    ours_text = peer_text = ""
+    transcribe(path, transcriber, config, detector)  # warm both before timing
+    peer.transcribe(path)
+    for r in range(PEER_ROUNDS):
+        for who in ("ours", "peer") if r % 2 == 0 else ("peer", "ours"):
+            start = time.perf_counter()
+            if who == "ours":
+                ours_text = transcribe(path, transcriber, config, detector).text
+                ours_t.append(time.perf_counter() - start)
+            else:
+                peer_text = peer.transcribe(path)
+                peer_t.append(time.perf_counter() - start)
+    ours_wer, peer_wer = wer(said, ours_text), wer(said, peer_text)
+    o, p = min(ours_t), min(peer_t)
+    print(
+        f"  stt vs faster-whisper on {audio_s:.1f} s: ours {[round(t, 3) for t in ours_t]} s "
+        f"WER {ours_wer:.3f}; faster-whisper {[round(t, 3) for t in peer_t]} s "
+        f"WER {peer_wer:.3f}\n    ours: {ours_text}\n    peer: {peer_text}"
+    )
+    record(
+        "stt_60s_throughput_vs_faster_whisper",
+        {
+            "value": round(o / audio_s, 4),
+            "unit": "RTF",
+            "baseline": round(p / audio_s, 4),
+            "baseline_of": "faster-whisper int8 beam 1, 1 thread, same weights and WAV, same run",
+            "ratio": round(p / o, 3),
+            "target": "ratio >= 1.0",
+            "better": "lower",
+        },
+    )
+    record(
+        "stt_60s_wer_vs_faster_whisper",
+        {
+            "value": round(100 * ours_wer, 2),
+            "unit": "% WER",
+            "baseline": round(100 * peer_wer, 2),
+            "baseline_of": "faster-whisper WER on the same clip, same normalisation, same run",
+            "ratio": round(ours_wer / peer_wer, 3) if peer_wer else None,
+            "target": "value <= baseline",
+            "better": "lower",
+        },
+    )
+
+
+def _tts_vs_piper(voice: Voice) -> None:
+    """Our TTS (text -> phonemes -> sherpa VITS) vs piper-tts on the same voice file and
+    text, 1 thread each, same noise scales; compared by wall time for the same text."""
+    config = voice.tts.config
+    peer = PiperTts(config.noise_scale, config.noise_scale_w)
+    ours_t: list[float] = []
+    peer_t: list[float] = []
+    ours_s = peer_s = 0.0
+    voice.tts.synthesize(_tts_text(0))
+    peer.synthesize(_tts_text(0))
+    for r in range(PEER_ROUNDS):
+        text = _tts_text(r + 1)
+        for who in ("ours", "peer") if r % 2 == 0 else ("peer", "ours"):
+            start = time.perf_counter()
+            if who == "ours":
+                ours_s = voice.tts.synthesize(text).duration_s
+                ours_t.append(time.perf_counter() - start)
+            else:
+                peer_s = peer.synthesize(text)
+                peer_t.append(time.perf_counter() - start)
+    o, p = min(ours_t), min(peer_t)
+    print(
+        f"  tts vs piper-tts, {len(_tts_text(0))} characters: ours {[round(t, 3) for t in ours_t]}"
+        f" s for {ours_s:.2f} s of audio; piper {[round(t, 3) for t in peer_t]} s for "
+        f"{peer_s:.2f} s of audio (ours adds {config.sentence_pause_s} s between sentences)"
+    )
+    record(
+        "tts_600_chars_vs_piper_tts",
+        {
+            "value": round(o, 3),
+            "unit": "s per request",
+            "baseline": round(p, 3),
+            "baseline_of": "piper-tts 1 thread, same voice file, same text, same run",
+            "ratio": round(p / o, 3),
+            "target": "ratio >= 1.0",
+            "better": "lower",
         },
     )
 
@@ -357,5 +473,10 @@ def run() -> None:
         work = cluster.home / "bench-audio"
         _tts(cluster, voice)
         _first_audio(voice)
+        _tts_vs_piper(voice)
         _stt(cluster, voice, work)
+        config = stt_config(cluster.settings())
+        transcriber, detector = load_transcriber(config), load_vad(config)
+        _stt_vs_faster_whisper(config, transcriber, detector, voice, work)
+        del transcriber, detector
         _burst(cluster, voice)

@@ -105,6 +105,8 @@ def stt_version(settings: Settings) -> str:
         config.vad_model is not None,
         config.single_pass_s,
         config.max_segment_s,
+        config.tail_padding_s,
+        config.single_pass_silence_s,
     )
 
 

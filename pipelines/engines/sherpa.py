@@ -24,8 +24,16 @@ class SherpaWhisper:
     sample_rate = 16_000
 
     def __init__(
-        self, encoder: Path, decoder: Path, tokens: Path, threads: int = 1, language: str = "en"
+        self,
+        encoder: Path,
+        decoder: Path,
+        tokens: Path,
+        threads: int = 1,
+        language: str = "en",
+        tail_padding_frames: int = -1,
     ) -> None:
+        # sherpa appends `tail_paddings` silent 10 ms frames (-1: its default, 1000) so
+        # whisper finds the end of text; the encoder then runs on audio + padding.
         self._recognizer = sherpa_onnx.OfflineRecognizer.from_whisper(
             encoder=str(encoder),
             decoder=str(decoder),
@@ -33,6 +41,7 @@ class SherpaWhisper:
             language=language,
             task="transcribe",
             num_threads=threads,
+            tail_paddings=tail_padding_frames,
         )
 
     def transcribe(self, samples: Samples) -> str:

@@ -148,7 +148,12 @@ def load_transcriber(config: SttConfig) -> Transcriber:
 
     files = validate_model_dir(config.model_dir, config.language)
     return SherpaWhisper(
-        files.encoder, files.decoder, files.tokens, config.threads, config.language or "en"
+        files.encoder,
+        files.decoder,
+        files.tokens,
+        config.threads,
+        config.language or "en",
+        tail_padding_frames=max(1, round(config.tail_padding_s * 100)),
     )
 
 
@@ -191,14 +196,18 @@ def transcribe(
             break
     if counter.samples <= single_pass:
         chunks: Iterator[SpeechChunk] = iter([SpeechChunk(0.0, np.concatenate(head), rate)])
+        silence = np.zeros(int(config.single_pass_silence_s * rate), np.float32)
     elif detector is not None:
         chunks = speech_chunks(itertools.chain(head, audio), detector, config.max_segment_s)
+        silence = np.zeros(0, np.float32)
     else:
         chunks = window_chunks(itertools.chain(head, audio), rate, config.max_segment_s)
+        silence = np.zeros(0, np.float32)
     del head
     segments: list[Segment] = []
     for chunk in chunks:
-        text = _clean(transcriber.transcribe(chunk.samples))
+        samples = np.concatenate([chunk.samples, silence]) if silence.size else chunk.samples
+        text = _clean(transcriber.transcribe(samples))
         if text:
             segments.append(Segment(round(chunk.start_s, 3), round(chunk.end_s, 3), text))
         if checkpoint is not None:
@@ -219,7 +228,10 @@ _SOUND_ONLY = re.compile(r"^(?:\s*[(\[*♪][^)\]*♪]*[)\]*♪])+\s*$")
 
 def _clean(text: str) -> str:
     text = " ".join(text.split())
-    return "" if _SOUND_ONLY.match(text) else text
+    # A sound tag, or no letter or digit at all (a lone "[" or "..." on noise), is no speech.
+    if _SOUND_ONLY.match(text) or not any(ch.isalnum() for ch in text):
+        return ""
+    return text
 
 
 class TranscriptFormat(StrEnum):

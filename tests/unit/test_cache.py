@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 import pipelines.cache as cache_module
@@ -31,6 +33,32 @@ def decode_all(text: str, chunk_chars: int = 8) -> bytes:
 def test_streamed_decode_matches_stdlib_for_any_chunking(chunk: int) -> None:
     data = os.urandom(1000)
     assert decode_all(base64.b64encode(data).decode(), chunk) == data
+
+
+def _outcome(text: str, chunk: int) -> bytes | MarkerReason:
+    try:
+        return decode_all(text, chunk)
+    except BlobError as exc:
+        return exc.reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet="ABCDxyz0189+/-_=\n \t", max_size=80),
+    chunk=st.sampled_from([4, 8, 12, 16]),
+)
+def test_fast_chunks_decide_exactly_as_the_general_path(text: str, chunk: int) -> None:
+    # A chunk size that is not a multiple of 4 turns the fast path off: both must agree.
+    assert _outcome(text, chunk) == _outcome(text, chunk - 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=120), cuts=st.lists(st.integers(0, 200), max_size=4))
+def test_any_mix_of_plain_and_wrapped_chunks_round_trips(data: bytes, cuts: list[int]) -> None:
+    text = base64.b64encode(data).decode()
+    for cut in sorted(cuts, reverse=True):  # line breaks here and there: mixed chunk kinds
+        text = text[:cut] + "\n" + text[cut:]
+    assert decode_all(text, 8) == data
 
 
 def test_decode_accepts_urlsafe_line_breaks_and_missing_padding() -> None:

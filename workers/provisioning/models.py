@@ -115,7 +115,7 @@ WHISPER_TINY_EN = ModelSpec(
     files=("encoder.int8.onnx", "decoder.int8.onnx", "tokens.txt"),
     licence="MIT",
     licence_note="OpenAI whisper tiny.en weights (MIT), CTranslate2 float16 copy, converted here",
-    recipe=1,
+    recipe=2,  # 2: cross-attention keys/values leave the encoder split by head
 )
 PIPER_JOE = ModelSpec(
     name="piper-en_US-joe-medium",

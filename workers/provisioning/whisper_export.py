@@ -205,13 +205,29 @@ def _attend(q: Any, k: Any, v: Any, n_head: int, bias: Any | None) -> Any:
     return (weights @ v).transpose(1, 2).reshape(batch, n_q, state)
 
 
+def _heads_first(x: Any, n_head: int, transpose: bool) -> Any:
+    """[batch, T, state] -> [batch * n_head, T, head] (or [batch * n_head, head, T])."""
+    batch, frames, state = x.shape
+    x = x.reshape(batch, frames, n_head, state // n_head).permute(0, 2, 1, 3)
+    if transpose:
+        x = x.transpose(-1, -2)
+    return x.reshape(batch * n_head, *x.shape[2:])
+
+
 class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
-    """mel -> cross-attention keys/values of every decoder layer, for any T <= 3000 frames."""
+    """mel -> cross-attention keys/values of every decoder layer, for any T <= 3000 frames.
+
+    The keys and values leave the encoder already split by head, keys transposed
+    (``n_layer_cross_k``: [n_layer, n_audio * n_head, head, T]; ``n_layer_cross_v``:
+    [n_layer, n_audio * n_head, T, head]), so no decoder step re-lays them out. sherpa-onnx
+    only hands these tensors from the encoder to the decoder: it never reads their shape.
+    """
 
     def __init__(self, model: Any) -> None:
         super().__init__()
         self.encoder = model.encoder
         self.decoder_blocks = model.decoder.blocks
+        self.n_head = model.dims.n_text_head
 
     def forward(self, mel: Any) -> tuple[Any, Any]:
         enc = self.encoder
@@ -221,9 +237,25 @@ class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
         for block in enc.blocks:
             x = block(x)  # whisper's own block; convert() turns SDPA off for a plain graph
         x = enc.ln_post(x)
-        cross_k = torch.stack([b.cross_attn.key(x) for b in self.decoder_blocks])
-        cross_v = torch.stack([b.cross_attn.value(x) for b in self.decoder_blocks])
+        n = self.n_head
+        cross_k = torch.stack(
+            [_heads_first(b.cross_attn.key(x), n, True) for b in self.decoder_blocks]
+        )
+        cross_v = torch.stack(
+            [_heads_first(b.cross_attn.value(x), n, False) for b in self.decoder_blocks]
+        )
         return cross_k, cross_v
+
+
+def _attend_cross(q: Any, k_t: Any, v: Any, n_head: int) -> Any:
+    """Attention over head-split keys [n_head, head, T] and values [n_head, T, head]."""
+    batch, n_q, state = q.shape
+    head = state // n_head
+    q = q.reshape(batch, n_q, n_head, head).transpose(1, 2).reshape(batch * n_head, n_q, head)
+    weights = torch.softmax((q @ k_t) * (head**-0.5), dim=-1)
+    return (
+        (weights @ v).reshape(batch, n_head, n_q, head).transpose(1, 2).reshape(batch, n_q, state)
+    )
 
 
 class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
@@ -236,6 +268,13 @@ class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
     def __init__(self, model: Any) -> None:
         super().__init__()
         self.decoder = model.decoder
+        # The output projection as its own constant [state, vocab] matrix: a MatMul with a
+        # constant weight is what dynamic int8 quantisation converts (a transposed view of
+        # the embedding is not), and this projection is most of a step's arithmetic.
+        self.projection = torch.nn.Parameter(
+            model.decoder.token_embedding.weight.detach().transpose(0, 1).contiguous(),
+            requires_grad=False,
+        )
 
     def forward(
         self,
@@ -268,10 +307,10 @@ class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
             x = x + attn.out(_attend(attn.query(h), k, v, attn.n_head, bias))
             cross = block.cross_attn
             h = block.cross_attn_ln(x)
-            x = x + cross.out(_attend(cross.query(h), cross_k[i], cross_v[i], cross.n_head, None))
+            x = x + cross.out(_attend_cross(cross.query(h), cross_k[i], cross_v[i], cross.n_head))
             x = x + block.mlp(block.mlp_ln(x))
         x = dec.ln(x)
-        logits = x @ dec.token_embedding.weight.transpose(0, 1)
+        logits = x @ self.projection
         return logits, torch.stack(out_k), torch.stack(out_v)
 
 
@@ -319,8 +358,8 @@ def export(model: Any, work: Path) -> tuple[Path, Path]:
         output_names=["n_layer_cross_k", "n_layer_cross_v"],
         dynamic_axes={
             "mel": {0: "n_audio", 2: "T"},
-            "n_layer_cross_k": {1: "n_audio", 2: "T"},
-            "n_layer_cross_v": {1: "n_audio", 2: "T"},
+            "n_layer_cross_k": {1: "n_audio_x_n_head", 3: "T"},
+            "n_layer_cross_v": {1: "n_audio_x_n_head", 2: "T"},
         },
         opset_version=OPSET,
         dynamo=False,
@@ -353,8 +392,8 @@ def export(model: Any, work: Path) -> tuple[Path, Path]:
             "tokens": {0: "n_audio", 1: "n_tokens"},
             "in_n_layer_self_k_cache": {1: "n_audio"},
             "in_n_layer_self_v_cache": {1: "n_audio"},
-            "n_layer_cross_k": {1: "n_audio", 2: "T"},
-            "n_layer_cross_v": {1: "n_audio", 2: "T"},
+            "n_layer_cross_k": {1: "n_audio_x_n_head", 3: "T"},
+            "n_layer_cross_v": {1: "n_audio_x_n_head", 2: "T"},
             "logits": {0: "n_audio", 1: "n_tokens"},
             "out_n_layer_self_k_cache": {1: "n_audio"},
             "out_n_layer_self_v_cache": {1: "n_audio"},
