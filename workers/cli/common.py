@@ -20,6 +20,39 @@ class CliError(Exception):
     """A one-line error for the user; exit code 2."""
 
 
+# Arguments that are text (not paths): checked to be valid UTF-8 before any command runs.
+TEXT_ARGS = ("text", "server", "voice", "trace_id", "ident")
+
+
+def check_text_args(args: argparse.Namespace) -> None:
+    """Invalid UTF-8 in a text argument reaches Python as lone surrogates (surrogateescape);
+    refuse it here, in one line, instead of failing on the first encode later."""
+    for name in TEXT_ARGS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not _is_utf8(value):
+            flag = name.upper() if name in ("text", "ident") else "--" + name.replace("_", "-")
+            raise CliError(f"{flag} is not valid UTF-8")
+
+
+def _is_utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def read_text(value: str) -> str:
+    """A text argument, or standard input for `-`, decoded strictly as UTF-8."""
+    if value != "-":
+        return value  # checked by check_text_args
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"standard input is not valid UTF-8 (byte {exc.start})") from None
+
+
 def read_input(source: str) -> str:
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from pipelines.errors import ConfigError, MediaError
 from workers.cli.admin import cmd_demo, cmd_models, cmd_reprocess, cmd_status, cmd_up, cmd_worker
-from workers.cli.common import EXIT_USAGE, CliError
+from workers.cli.common import EXIT_USAGE, CliError, check_text_args
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
 from workers.settings import Settings
 
@@ -124,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        check_text_args(args)
         settings = Settings()
         code: int = args.handler(args, settings)
     except ValidationError as exc:
