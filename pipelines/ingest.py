@@ -61,6 +61,7 @@ class _Ingestion:
         self.media: list[StoredBlob] = []
         self.markers: list[Marker] = []
         self.jobs: dict[tuple[Capability, str], JobRequest] = {}
+        self.links: list[tuple[int, ResourceLink]] = []
 
     def run(self, parsed: ToolResult) -> RenderedResult:
         for index, block in enumerate(parsed.content):
@@ -82,6 +83,7 @@ class _Ingestion:
             media=tuple(self.media),
             markers=tuple(self.markers),
             jobs=tuple(self.jobs.values()),
+            links=tuple(self.links),
         )
 
     def _block(self, index: int, block: Block) -> None:
@@ -104,6 +106,7 @@ class _Ingestion:
                 self.lines.append(render.saved_document(stored))
             case ResourceLink():
                 self.lines.append(render.resource_link(block, self.server))
+                self.links.append((index, block))
             case UnknownBlock(type=kind, problem=problem):
                 self._mark(
                     index,
@@ -163,8 +166,9 @@ def _render_error(parsed: ToolResult) -> RenderedResult:
 
 
 def _structured(parsed: ToolResult) -> Any:
-    """structuredContent, unless a text block already carries the same JSON."""
-    value = parsed.structured_content
+    """structuredContent, unless a text block already carries the same JSON; NaN and
+    Infinity (accepted by the JSON parser, not JSON) become null (`render.json_safe`)."""
+    value = render.json_safe(parsed.structured_content)
     if value is None:
         return None
     for block in parsed.content:

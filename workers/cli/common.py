@@ -11,6 +11,7 @@ from typing import Any
 
 from pipelines.ingest import ALL_CAPABILITIES
 from pipelines.media import Capability, JobRequest
+from pipelines.render import json_safe
 from workers.settings import Settings
 
 EXIT_USAGE = 2
@@ -62,11 +63,12 @@ def read_input(source: str) -> str:
 
 
 def print_json(value: Any) -> None:
-    text = json.dumps(value, ensure_ascii=False)
+    value = json_safe(value)  # NaN/Infinity -> null: never print a bare NaN
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(value)  # lone surrogates: only their escaped form is valid UTF-8
+        text = json.dumps(value, allow_nan=False)  # lone surrogates: escaped form is valid
     sys.stdout.write(text + "\n")
 
 
