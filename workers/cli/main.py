@@ -15,7 +15,7 @@ from pipelines.errors import ConfigError, MediaError
 from workers.cli.admin import cmd_demo, cmd_models, cmd_reprocess, cmd_status, cmd_up, cmd_worker
 from workers.cli.common import EXIT_USAGE, CliError, check_text_args
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
-from workers.settings import Settings
+from workers.settings import Settings, confine_process
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_text_args(args)
         settings = Settings()
+        confine_process(settings.home)
         code: int = args.handler(args, settings)
     except ValidationError as exc:
         first = exc.errors()[0]
