@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,7 @@ class RapidOcrReader:
             if self._engine is not None:
                 return
             try:
-                import onnxruntime
+                onnxruntime = importlib.import_module("onnxruntime")  # no type stubs
                 from rapidocr_onnxruntime import RapidOCR
             except ImportError as exc:
                 raise ConfigError("local vision needs rapidocr-onnxruntime installed") from exc

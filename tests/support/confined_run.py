@@ -71,10 +71,10 @@ def main(argv: list[str]) -> int:
     from workers.cli.main import main as cli_main
 
     if not confine:
-        workers.settings.confine_process = lambda home: None  # type: ignore[assignment]
         import workers.cli.main
 
-        workers.cli.main.confine_process = lambda home: None  # type: ignore[assignment]
+        for module in (workers.settings, workers.cli.main):
+            setattr(module, "confine_process", lambda home: None)  # noqa: B010
     try:
         code = cli_main(args)
     finally:
