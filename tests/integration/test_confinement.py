@@ -89,3 +89,40 @@ def test_without_the_process_edge_onnxruntime_writes_outside(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Microsoft/DeveloperTools/.onnxruntime/deviceid" in left["xdg-cache"]
     assert ".ses" in left["tmp"]
+
+
+@pytest.mark.models
+def test_speech_engines_write_nothing_outside_the_home_and_open_no_socket(
+    tmp_path: Path, models_home: Path
+) -> None:
+    """`speak --inline` then `transcribe --inline` of what was spoken, under the same guard;
+    the models are read from the prepared home (reads are not confined), everything written
+    goes to the fresh one."""
+    from workers.configs import STT_DEFAULT, VAD_DEFAULT
+    from workers.settings import TtsSettings
+
+    models = models_home / "models"
+    env = {
+        "MCP_MEDIA_TTS__MODEL_DIR": str(models / TtsSettings().voice),
+        "MCP_MEDIA_STT__MODEL_DIR": str(models / STT_DEFAULT),
+        "MCP_MEDIA_STT__VAD_MODEL": str(models / VAD_DEFAULT / "silero_vad.onnx"),
+    }
+    out = tmp_path / "spoken.wav"
+    first = tmp_path / "speak"
+    first.mkdir()
+    proc, record, left = run_confined(
+        first,
+        ["speak", "Nothing leaves the home.", "--inline", "--format", "wav", "--out", str(out)],
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # --out is the one path the user asked for outside the home
+    assert record["sockets"] == [] and record["writes"] in ([], [f"open {out}"])
+    assert left == {"xdg-cache": [], "tmp": [], "user": []}
+    second = tmp_path / "transcribe"
+    second.mkdir()
+    proc, record, left = run_confined(second, ["transcribe", str(out), "--inline"], env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "home" in proc.stdout.lower()
+    assert record == {"sockets": [], "writes": []}
+    assert left == {"xdg-cache": [], "tmp": [], "user": []}
