@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import ingest, jobs, speech
+from bench import ingest, jobs, speech, text
 
-SUITES = {"ingest": ingest.run, "jobs": jobs.run, "speech": speech.run}
+SUITES = {"ingest": ingest.run, "jobs": jobs.run, "speech": speech.run, "text": text.run}
 
 
 def main(argv: list[str]) -> int:

@@ -1047,24 +1047,30 @@ def _link_lookalikes() -> bytes:
     )
 
 
-def _speech(name: str, why: str, payload: Callable[[], bytes], **expect: Any) -> None:
+def _speech(name: str, why: str, payload: Callable[[], bytes], **more: Any) -> None:
+    expect: Expect = {"why": why, "stage": "speech_text", "generated": True}
+    expect.update(more)  # type: ignore[typeddict-item]
     expect.setdefault("max_seconds", DEFAULT_MAX_SECONDS)
     expect.setdefault("max_mib", 64.0)
-    case(name, {"why": why, "stage": "speech_text", "generated": True, **expect})(payload)
+    case(name, expect)(payload)
+
+
+def _run_of(prefix: bytes, fill: bytes, count: int, suffix: bytes) -> Callable[[], bytes]:
+    return lambda: prefix + fill * count + suffix
 
 
 for _n in (4000, 20_000):
     _speech(
         f"tts_newlines_{_n}_then_x",
         f"{_n} newlines then x (the fence and list rules were cubic: killed at 120 s)",
-        lambda n=_n: b"\n" * n + b"x",
+        _run_of(b"", b"\n", _n, b"x"),
         sentences=1,
         spoken_has=["x"],
     )
     _speech(
         f"tts_heading_{_n}_spaces",
         f"a heading with {_n} spaces inside (the heading rule was cubic: 50 s at 4,000)",
-        lambda n=_n: b"# a" + b" " * n + b"b",
+        _run_of(b"# a", b" ", _n, b"b"),
         sentences=1,
         spoken_has=["a b"],
     )
