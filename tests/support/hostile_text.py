@@ -311,6 +311,8 @@ def _run_child(
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
     if current is not None and (not runs or runs[-1].label != current):
         runs.append(Run(stage, current, None, f"child died (exit {proc.returncode})"))
     return runs, rss
