@@ -10,9 +10,15 @@ import sys
 import time
 import traceback
 
-from bench import ingest, jobs, mcp, results, speech
+from bench import ingest, jobs, mcp, results, speech, text
 
-SUITES = {"ingest": ingest.run, "jobs": jobs.run, "speech": speech.run, "mcp": mcp.run}
+SUITES = {
+    "ingest": ingest.run,
+    "jobs": jobs.run,
+    "speech": speech.run,
+    "mcp": mcp.run,
+    "text": text.run,
+}
 
 
 def main(argv: list[str]) -> int:

@@ -61,6 +61,7 @@ class _Ingestion:
         self.markers: list[Marker] = []
         self.jobs: dict[tuple[Capability, str], JobRequest] = {}
         self._cache_path = re.compile(re.escape(str(cache.root)) + r"[^\s'\"]*")
+        self.links: list[tuple[int, ResourceLink]] = []
 
     def run(self, parsed: ToolResult) -> RenderedResult:
         for index, block in enumerate(parsed.content):
@@ -81,13 +82,14 @@ class _Ingestion:
         return RenderedResult(
             text=text,
             is_error=parsed.is_error,
-            # Passed through as it came: typed tools return it beside a text copy of itself,
-            # and an SDK client with an output schema requires it.
-            structured_content=parsed.structured_content,
+            # Passed through (NaN/Infinity as null): typed tools return it beside a text copy
+            # of itself, and an SDK client with an output schema requires it.
+            structured_content=render.json_safe(parsed.structured_content),
             media=tuple(self.media),
             markers=tuple(self.markers),
             jobs=tuple(self.jobs.values()),
             media_blocks=tuple(self.media_blocks),
+            links=tuple(self.links),
         )
 
     def _block(self, index: int, block: Block) -> None:
@@ -122,6 +124,7 @@ class _Ingestion:
                     self._add_media(index, stored)
             case ResourceLink():
                 self.lines.append(render.resource_link(block, self.server))
+                self.links.append((index, block))
             case UnknownBlock(type=kind, problem=problem):
                 self._mark(
                     index,

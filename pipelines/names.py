@@ -63,8 +63,25 @@ def safe_document_name(uri: str | None, name: str | None, mime: str | None) -> s
     return "resource" + extension_for_mime(mime)
 
 
+# A stored name is shown to the agent (in the saved-document line): no `[[...]]` directive
+# and no `MEDIA：` look-alike may survive in it. Brackets become parentheses; a character
+# that folds to a colon goes the way of the colon (Windows forbids it anyway).
+_AGENT_SYNTAX = {"[": "(", "]": ")", ":": ""}
+
+
+def _fold_agent_syntax(ch: str) -> str:
+    if ch.isascii():
+        return _AGENT_SYNTAX.get(ch, ch)
+    folded = unicodedata.normalize("NFKC", ch)
+    return _AGENT_SYNTAX.get(folded, ch)
+
+
 def _clean(raw: str) -> str:
-    name = "".join(ch for ch in unicodedata.normalize("NFC", raw) if not _is_unsafe_char(ch))
+    name = "".join(
+        _fold_agent_syntax(ch)
+        for ch in unicodedata.normalize("NFC", raw)
+        if not _is_unsafe_char(ch)
+    )
     name = name.strip().strip(".").strip()
     if name in ("", ".", ".."):
         return ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +24,28 @@ from pydantic_settings import (
 from pipelines.cache import DEFAULT_MAX_BLOB_BYTES, CacheLimits, MediaCache
 from pipelines.errors import ConfigError
 from pipelines.results import Sidecars
+
+
+def confine_process(home: Path) -> None:
+    """Keep what native libraries write inside `home`, for this process and its children.
+
+    onnxruntime (the OCR engine's) starts a telemetry client when it is imported: it writes
+    `$XDG_CACHE_HOME/Microsoft/DeveloperTools/.onnxruntime/{onnxruntime.db,deviceid}` and
+    `$TMPDIR/.ses` (O_TRUNC, following symlinks). `ORT_DISABLE_TELEMETRY=1` stops all of it;
+    XDG_CACHE_HOME and TMPDIR under the home keep anything else a library caches or
+    spools there. MCP_MEDIA_HOME is exported too, so a child that would derive its home
+    from XDG_CACHE_HOME finds the same one. Call it at the process edge (the CLI, the
+    Celery app), before any engine is imported: pipelines/ reads no environment.
+    """
+    runtime = home / "runtime"
+    cache, tmp = runtime / "xdg-cache", runtime / "tmp"
+    for folder in (home, runtime, cache, tmp):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.environ["MCP_MEDIA_HOME"] = str(home)
+    os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = None  # tempfile reads TMPDIR again on its next use
 
 
 def default_home() -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
@@ -40,9 +41,14 @@ class RapidOcrReader:
             if self._engine is not None:
                 return
             try:
+                onnxruntime = importlib.import_module("onnxruntime")  # no type stubs
                 from rapidocr_onnxruntime import RapidOCR
             except ImportError as exc:
                 raise ConfigError("local vision needs rapidocr-onnxruntime installed") from exc
+            # No telemetry events from our sessions. The device-id and session files are
+            # written at import unless the process edge set ORT_DISABLE_TELEMETRY (see
+            # workers.settings.confine_process).
+            onnxruntime.disable_telemetry_events()
             options: dict[str, Any] = {
                 # Detection on the image's own scale: the default "min 736" upscales wide
                 # banners several-fold and costs ~0.6 s instead of ~0.1 s on 900x260.

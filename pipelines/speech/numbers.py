@@ -25,6 +25,11 @@ MONTHS = word_list(
 )
 
 
+# Beyond the quadrillions (and long before int() refuses a 4,300-digit string) numbers are
+# read digit by digit, without ever converting them.
+MAX_CARDINAL_DIGITS = 18
+
+
 def digits_to_words(digits: str) -> str:
     return " ".join(ONES[int(d)] for d in digits if d.isdigit())
 
@@ -53,8 +58,23 @@ def number_to_words(n: int) -> str:
     return " ".join(reversed(parts))
 
 
+def cardinal(digits: str) -> str:
+    """A string of ASCII digits as a cardinal, or digit by digit past the quadrillions."""
+    if len(digits) > MAX_CARDINAL_DIGITS:
+        return digits_to_words(digits)
+    return number_to_words(int(digits))
+
+
 def ordinal_to_words(n: int) -> str:
-    words = number_to_words(n)
+    return _ordinal(number_to_words(n))
+
+
+def ordinal_digits(digits: str) -> str:
+    """'21' -> twenty-first; a long run is read digit by digit with the last one ordinal."""
+    return _ordinal(cardinal(digits.lstrip("0") or "0"))
+
+
+def _ordinal(words: str) -> str:
     cut = max(words.rfind(" "), words.rfind("-")) + 1
     head, last = words[:cut], words[cut:]
     if last in _ORDINALS:
@@ -86,4 +106,4 @@ def decimal_to_words(text: str) -> str:
 def integer_words(digits: str) -> str:
     if len(digits) > 1 and digits.startswith("0"):
         return digits_to_words(digits)  # 007, zip codes: say each digit
-    return number_to_words(int(digits))
+    return cardinal(digits)

@@ -17,10 +17,12 @@ from pipelines.speech.numbers import (
     MONTHS,
     ONES,
     TENS,
+    cardinal,
     decimal_to_words,
     digits_to_words,
     integer_words,
     number_to_words,
+    ordinal_digits,
     ordinal_to_words,
     word_table,
     year_to_words,
@@ -28,6 +30,7 @@ from pipelines.speech.numbers import (
 
 DEFAULT_MAX_CHARS = 20_000
 DEFAULT_SENTENCE_CHARS = 300
+RAW_FACTOR = 2  # the text as given may be this many times the limit on what is spoken
 
 
 class TextError(PermanentError):
@@ -43,36 +46,134 @@ class EmptyTextError(TextError):
 
 
 # Markdown, HTML, emoji ---------------------------------------------------------------------
+#
+# Every rule runs in linear time on any input (tests/unit/test_hostile_text.py feeds each one
+# 20,000-character repetitions of every character class): no `\s*` that can cross lines at a
+# `^`, no two adjacent quantifiers over the same characters, no open-ended scan that every
+# position of a run restarts. Where a regex cannot say a rule that way, a line-by-line or
+# index-based function does.
 
-_MD_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p, re.M), r)
-    for p, r in (
-        (r"^\s*(```|~~~)[^\n]*$", ""),  # code fence lines; their content stays
-        (r"<!--.*?-->", ""),
-        (r"</?[A-Za-z][^<>\n]*>", " "),  # html tags
-        (r"!\[([^\]]*)\]\([^)]*\)", r"\1"),  # images -> alt text
-        (r"\[([^\]]+)\]\([^)]*\)", r"\1"),  # links -> their text
-        (r"\[([^\]]+)\]\[[^\]]*\]", r"\1"),  # reference links
-        (r"^\s*\[[^\]]+\]:\s*\S+.*$", ""),  # link definitions
-        (r"^\s{0,3}(?:[-*_]\s*){3,}$", ""),  # horizontal rules
-        (r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$", ""),  # table rule rows
-        (r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$", r"\1\n"),  # headings
-        (r"^\s{0,3}>\s?", ""),  # block quotes
-        (r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?", "\n"),  # list markers
-        (r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1", r"\2"),  # bold
-        (r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])", r"\1"),  # *italic*
-        (r"(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)", r"\1"),  # _italic_
-        (r"~~(.+?)~~", r"\1"),
-        (r"`([^`\n]*)`", r"\1"),  # inline code
-        (r"[ \t]*\|[ \t]*", ", "),  # table cells
-    )
-)
+_H = r"[^\S\n]"  # horizontal white space: a rule anchored at ^ stays on its line
+_Repl = str | Callable[[re.Match[str]], str]
+
+
+def _md(pattern: str, repl: _Repl, flags: int = re.M) -> Callable[[str], str]:
+    compiled = re.compile(pattern, flags)
+    return lambda text: compiled.sub(repl, text)
+
+
+def _heading(m: re.Match[str]) -> str:
+    return m.group(1).rstrip().rstrip("#").rstrip() + "\n"
+
+
 _EMOJI_KEEP = {"©": " copyright ", "®": " registered ", "™": " trademark ", "°": "°"}
 
 
+def _strip_comments(text: str) -> str:
+    """`<!-- ... -->` on one line, like `<!--.*?-->` without its quadratic failure."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        start = text.find("<!--", pos)
+        if start < 0:
+            break
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end < 0 else line_end
+        close = text.find("-->", start + 4, line_end)
+        if close < 0:  # no later opener on this line can close either
+            out.append(text[pos:line_end])
+            pos = line_end
+            continue
+        out.append(text[pos:start])
+        pos = close + 3
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _is_table_rule(line: str) -> bool:
+    """`| --- | :-: |`: cells of three or more dashes, optional colons, optional outer bars."""
+    body = line.strip()
+    if "-" not in body or not set(body) <= set("|:- \t"):
+        return False
+    if body.startswith("|"):
+        body = body[1:]
+    if body.endswith("|"):
+        body = body[:-1]
+    for cell in body.split("|"):
+        cell = cell.strip(" \t")
+        core = cell.removeprefix(":").removesuffix(":")
+        if len(core) < 3 or core.strip("-"):
+            return False
+    return True
+
+
+def _strip_pairs(text: str, delims: tuple[str, ...], *, flanking: bool) -> str:
+    r"""`**bold**` / `__bold__` / `~~strike~~` -> their text, on one line.
+
+    What `(D)(?=\S)(.+?)(?<=\S)D` would do (an opener followed by a non-space, the nearest
+    closer preceded by a non-space, at least one character between), found with a table of
+    the next closer instead of a scan that restarts at every opener.
+    """
+    if not any(d in text for d in delims):
+        return text
+    return "\n".join(_strip_pairs_line(line, delims, flanking) for line in text.split("\n"))
+
+
+def _strip_pairs_line(line: str, delims: tuple[str, ...], flanking: bool) -> str:
+    delims = tuple(d for d in delims if d in line)
+    if not delims:
+        return line
+    n = len(line)
+    next_closer: dict[str, list[int]] = {}
+    for d in delims:
+        table = [-1] * (n + 2)
+        for j in range(n - 1, -1, -1):
+            closes = line.startswith(d, j) and j > 0 and not (flanking and line[j - 1].isspace())
+            table[j] = j if closes else table[j + 1]
+        next_closer[d] = table
+    out: list[str] = []
+    pos = i = 0
+    while i < n - 1:
+        d = next((x for x in delims if line.startswith(x, i)), "")
+        if not d or i + len(d) >= n or (flanking and line[i + len(d)].isspace()):
+            i += 1
+            continue
+        body_start = i + len(d)
+        close = next_closer[d][min(body_start + 1, n)]
+        if close < 0:
+            i += 1
+            continue
+        out += [line[pos:i], line[body_start:close]]
+        pos = i = close + len(d)
+    out.append(line[pos:])
+    return "".join(out)
+
+
+_MD_STEPS: tuple[Callable[[str], str], ...] = (
+    _md(rf"^{_H}*(?:```|~~~)[^\n]*$", ""),  # code fence lines; their content stays
+    _strip_comments,  # <!-- ... -->
+    _md(r"</?[A-Za-z][^<>\n]*>", " "),  # html tags
+    _md(r"!\[([^\[\]]*)\]\([^()]*\)", r"\1"),  # images -> alt text
+    _md(r"\[([^\[\]]+)\]\([^()]*\)", r"\1"),  # links -> their text
+    _md(r"\[([^\[\]]+)\]\[[^\[\]]*\]", r"\1"),  # reference links
+    _md(rf"^{_H}*\[[^\[\]\n]+\]:{_H}*\S[^\n]*$", ""),  # link definitions
+    _md(r"^[ \t]{0,3}(?:[-*_][ \t]*){3,}$", ""),  # horizontal rules
+    lambda text: "\n".join("" if _is_table_rule(ln) else ln for ln in text.split("\n")),
+    _md(rf"^{_H}{{0,3}}#{{1,6}}{_H}+([^\n]*)$", _heading),  # headings, closing #s dropped
+    _md(r"^[ \t]{0,3}>[ \t]?", ""),  # block quotes
+    _md(r"^[ \t]*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?", "\n"),  # list markers
+    lambda text: _strip_pairs(text, ("**", "__"), flanking=True),  # bold
+    _md(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])", r"\1", 0),  # *italic*
+    _md(r"(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)", r"\1", 0),  # _italic_
+    lambda text: _strip_pairs(text, ("~~",), flanking=False),  # ~~strike~~
+    _md(r"`([^`\n]*)`", r"\1", 0),  # inline code
+    _md(r"(?:(?<![ \t])[ \t]+)?\|[ \t]*", ", ", 0),  # table cells
+)
+
+
 def strip_markdown(text: str) -> str:
-    for pattern, repl in _MD_RULES:
-        text = pattern.sub(repl, text)
+    for step in _MD_STEPS:
+        text = step(text)
     return text
 
 
@@ -94,10 +195,14 @@ def strip_emoji(text: str) -> str:
 
 # URLs and e-mail ---------------------------------------------------------------------------
 
-_EMAIL = re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")
+# Parts are bounded as DNS and mail bound them (a label of 63, a local part of 64, at most
+# 10 labels): a run of "a.a.a..." or "a-a-a..." without an @ or a known domain costs each
+# start a bounded scan instead of one to the end of the run.
+_LABEL = r"[A-Za-z0-9-]{1,63}"
+_EMAIL = re.compile(rf"\b[\w.+-]{{1,64}}@{_LABEL}(?:\.{_LABEL}){{1,10}}\b")
 _URL = re.compile(r"\b(?:(?:https?|ftp)://|www\.)[^\s<>\"'()\[\]]*[^\s<>\"'()\[\].,;:!?]")
 _DOMAIN = re.compile(
-    r"\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|org|net|io|dev|ai|app|edu|gov|co|uk|de|fr)\b"
+    rf"\b{_LABEL}(?:\.{_LABEL}){{0,10}}\.(?:com|org|net|io|dev|ai|app|edu|gov|co|uk|de|fr)\b"
     r"(?:/[^\s<>\"'()\[\]]*[^\s<>\"'()\[\].,;:!?])?",
     re.IGNORECASE,
 )
@@ -149,13 +254,13 @@ def _money(match: re.Match[str]) -> str:
     if magnitude:
         return f"{minus}{decimal_to_words(amount)} {_MAGNITUDES[magnitude.lower()]} {many}"
     whole, _, frac = amount.replace(",", "").partition(".")
-    units = int(whole or "0")
-    words = f"{number_to_words(units)} {one if units == 1 else many}"
+    units = whole.lstrip("0") or "0"
+    words = f"{cardinal(units)} {one if units == '1' else many}"
     if frac and len(frac) == 2 and cent:
         sub = int(frac)
         if sub:
             sub_words = f"{number_to_words(sub)} {cent if sub == 1 else cents}"
-            words = f"{words} and {sub_words}" if units else sub_words
+            words = f"{words} and {sub_words}" if units != "0" else sub_words
     elif frac:
         words = f"{decimal_to_words(amount)} {many}"
     return minus + words
@@ -291,13 +396,13 @@ _NUMERIC = _rules(
         rf"(?P<sign>[-−])?\b(?P<sym>USD|EUR|GBP|JPY|INR)\s?(?P<amt>{_NUM})(?P<mag>)",
         _money,
     ),
-    (rf"(?P<sign>)(?P<amt>{_NUM})\s?(?P<sym>[€£]|EUR|GBP|USD)(?!\w)(?P<mag>)", _money),
-    (rf"({_NUM})\s?%", lambda m: f"{number_text(m.group(1))} percent"),
+    (rf"(?P<sign>)(?<!\d)(?P<amt>{_NUM})\s?(?P<sym>[€£]|EUR|GBP|USD)(?!\w)(?P<mag>)", _money),
+    (rf"(?<!\d)({_NUM})\s?%", lambda m: f"{number_text(m.group(1))} percent"),
     (
         r"\b(\d+(?:\.\d+)?)(k|K|M|B|bn)\b",
         lambda m: f"{number_text(m.group(1))} {_MAGNITUDES[m.group(2).lower()]}",
     ),
-    (r"\b(\d+)(?:st|nd|rd|th)\b", lambda m: ordinal_to_words(int(m.group(1)))),
+    (r"\b(\d+)(?:st|nd|rd|th)\b", lambda m: ordinal_digits(m.group(1))),
     (r"\b(1\d|20)(\d0)s\b", lambda m: _plural(year_to_words(int(m.group(1) + m.group(2))))),
     (r"'(\d)0s\b", lambda m: TENS[int(m.group(1))][:-1] + "ies"),
     (
@@ -322,18 +427,18 @@ _NUMERIC = _rules(
 
 _SYMBOLS = _rules(
     (r"\b([CcFf])\+\+", r"\1 plus plus"),
-    (r"\s*&\s*", " and "),
-    (r"\s+\+\s+|(?<=\w)\+(?=\w)", " plus "),
-    (r"\s*=\s*", " equals "),
-    (r"\s*≈\s*", " approximately "),
-    (r"\s*[<≤]\s*(?=\w)", " less than "),
-    (r"\s*[>≥]\s*(?=\w)", " greater than "),
-    (r"\s*±\s*", " plus or minus "),
-    (r"\s*→\s*", " to "),
+    (r"(?:(?<!\s)\s+)?&\s*", " and "),
+    (r"(?<!\s)\s+\+\s+|(?<=\w)\+(?=\w)", " plus "),
+    (r"(?:(?<!\s)\s+)?=\s*", " equals "),
+    (r"(?:(?<!\s)\s+)?≈\s*", " approximately "),
+    (r"(?:(?<!\s)\s+)?[<≤]\s*(?=\w)", " less than "),
+    (r"(?:(?<!\s)\s+)?[>≥]\s*(?=\w)", " greater than "),
+    (r"(?:(?<!\s)\s+)?±\s*", " plus or minus "),
+    (r"(?:(?<!\s)\s+)?→\s*", " to "),
     (r"\s@\s?|(?<=\w)@(?=\w)", " at "),
     (r"(?<!\w)#(?=\w)", "hashtag "),
     (r"(?<=\w)/(?=\w)", " "),
-    (r"\s*[—–]\s*", ", "),
+    (r"(?:(?<!\s)\s+)?[—–]\s*", ", "),
     (r"…", "..."),
     (r"[\"“”«»*_~^`|\\]+", " "),
     (r"[‘’]", "'"),
@@ -341,36 +446,51 @@ _SYMBOLS = _rules(
 )
 
 
-def _apply(rules: list[_Rule], text: str) -> str:
+def _apply(rules: list[_Rule], text: str, cap: int) -> str:
     for pattern, repl in rules:
-        text = pattern.sub(repl, text)
+        text = _capped(pattern.sub(repl, text), cap)
     return text
 
 
-def check_length(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> None:
+def _capped(text: str, cap: int) -> str:
+    """Each expanding step is checked at once, so no later step runs on a runaway text."""
+    check_length(text, cap, " once numbers and symbols are spelled out")
+    return text
+
+
+def check_length(text: str, max_chars: int = DEFAULT_MAX_CHARS, when: str = "") -> None:
     if len(text) > max_chars:
         raise TextTooLongError(
-            f"text is {len(text)} characters long, over the {max_chars} character limit"
+            f"text is {len(text)} characters long{when}, over the {max_chars} character limit"
         )
 
 
 def normalize(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> str:
-    """Speakable text; raises `TextTooLongError` past `max_chars` (counted before expansion)."""
-    check_length(text, max_chars)
-    text = strip_emoji(text.replace("\r\n", "\n"))
-    text = unicodedata.normalize("NFKC", text).replace("⁄", "/")
+    """Speakable text; raises `TextTooLongError` past `max_chars`.
+
+    The limit applies to what will be spoken, after numbers and symbols are spelled out
+    (4,000 digits are about 20,000 characters of words); the raw text may be up to
+    `RAW_FACTOR` times longer (markup that disappears), so the work done before the final
+    check stays bounded too.
+    """
+    cap = max_chars * RAW_FACTOR
+    check_length(text, cap)
+    text = _capped(strip_emoji(text.replace("\r\n", "\n")), cap)  # © -> copyright
+    text = _capped(unicodedata.normalize("NFKC", text).replace("⁄", "/"), cap)
     text = strip_markdown(text)
-    text = _EMAIL.sub(lambda m: _spell_address(m.group()), text)
-    text = _URL.sub(_url, text)
-    text = _DOMAIN.sub(lambda m: _spell_address(m.group()), text)
-    text = _apply(_ABBREVIATIONS, text)
-    text = _apply(_NUMERIC, text)
-    text = _apply(_SYMBOLS, text)
+    text = _capped(_EMAIL.sub(lambda m: _spell_address(m.group()), text), cap)
+    text = _capped(_URL.sub(_url, text), cap)
+    text = _capped(_DOMAIN.sub(lambda m: _spell_address(m.group()), text), cap)
+    text = _apply(_ABBREVIATIONS, text, cap)
+    text = _apply(_NUMERIC, text, cap)
+    text = _apply(_SYMBOLS, text, cap)
     text = re.sub(r"[ \t]+", " ", text)
-    text = re.sub(r" +([,.;:!?])", r"\1", text)
+    text = re.sub(r"(?<! ) +([,.;:!?])", r"\1", text)
     text = re.sub(r"([,;:])\1+|,(?=[.!?])", r"\1", text)
     text = re.sub(r"\n\s*\n+", "\n\n", text)
-    return "\n".join(line.strip(" ,;:") for line in text.split("\n")).strip()
+    text = "\n".join(line.strip(" ,;:") for line in text.split("\n")).strip()
+    check_length(text, max_chars, " once numbers and symbols are spelled out")
+    return text
 
 
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])|\n+")

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED: dict[str, dict[str, Any]] = json.loads(build.EXPECTED_FILE.read_text())
-NAMES = sorted(EXPECTED)
+NAMES = sorted(n for n, e in EXPECTED.items() if e.get("stage", "ingest") == "ingest")
+SPEECH_NAMES = sorted(n for n, e in EXPECTED.items() if e.get("stage") == "speech_text")
 CLI_RUNS = [
     pytest.param(name, i, id=f"{name}-{i}")
     for name in NAMES
@@ -150,6 +152,11 @@ def compare(out: RenderedResult, payload: bytes, expect: dict[str, Any]) -> list
     wrong += [f"text has {s!r}" for s in expect.get("text_lacks", []) if s in out.text]
     if "structured_depth" in expect and depth(out.structured_content) != expect["structured_depth"]:
         wrong.append(f"structured content depth {depth(out.structured_content)}")
+    if "structured" in expect and out.structured_content != expect["structured"]:
+        wrong.append(f"structured content {str(out.structured_content)[:200]}")
+    longest = max(len(line) for line in lines)
+    if longest > expect.get("max_line_chars", longest):
+        wrong.append(f"a line of {longest} characters, over {expect['max_line_chars']}")
     return wrong
 
 
@@ -168,6 +175,8 @@ def test_hostile_case(name: str, tmp_path: Path) -> None:
     out: RenderedResult | None = None
     error: InvalidToolResult | None = None
     started = time.monotonic()
+    if "max_mib" in expect:
+        tracemalloc.start()
     with FileAudit.get().watch() as events:
         try:
             out = ingest(payload, cache=cache, server="corpus")
@@ -176,6 +185,10 @@ def test_hostile_case(name: str, tmp_path: Path) -> None:
         except Exception as exc:  # the agent process would die here
             pytest.fail(f"ingest raised {type(exc).__name__}: {str(exc)[:300]}")
     elapsed = time.monotonic() - started
+    if tracemalloc.is_tracing():
+        peak_mib = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        assert peak_mib <= expect["max_mib"], f"peak {peak_mib:.0f} MiB"
 
     problems = outside(events, root)
     problems += diff_snapshots(before, snapshot(tmp_path, exclude=root))
@@ -348,3 +361,61 @@ def test_snapshot_sees_changes(tmp_path: Path) -> None:
         "created outside the cache: b",
         "changed outside the cache: a",
     ]
+
+
+# Issue 14, TTS text: each case runs `prepare` in a child (the case's max_seconds is its hard
+# deadline, a hang rather than a speed check) that reports the outcome and its peak Python
+# allocations; `speak` runs through the real CLI where the case asks for it.
+
+_SPEECH_CHILD = """
+import json, sys, tracemalloc
+from pipelines.speech.text import TextError, normalize, prepare
+payload = sys.stdin.buffer.read()
+tracemalloc.start()
+row = {}
+try:
+    text = payload.decode("utf-8")
+    row["sentences"] = len(prepare(text))
+    row["spoken"] = normalize(text)
+except (TextError, UnicodeDecodeError) as exc:
+    row["error"] = type(exc).__name__
+    row["message"] = str(exc)
+row["peak_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
+print(json.dumps(row))
+"""
+
+
+@pytest.mark.parametrize("name", SPEECH_NAMES)
+def test_hostile_speech_text(name: str, tmp_path: Path) -> None:
+    expect = EXPECTED[name]
+    payload = build.CASES[name].build()
+    proc = subprocess.run(
+        [sys.executable, "-c", _SPEECH_CHILD],
+        input=payload,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=expect["max_seconds"],
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
+    row = json.loads(proc.stdout)
+    assert row.get("error") == expect.get("error"), row.get("message")
+    assert row.get("sentences") == expect.get("sentences")
+    assert all(s in row.get("spoken", "") for s in expect.get("spoken_has", []))
+    assert row["peak_mib"] <= expect["max_mib"], f"peak {row['peak_mib']:.0f} MiB"
+    for how in expect.get("speech_cli", []):
+        argv = [payload] if how["argv"] else [b"-"]
+        env = cli_env(tmp_path / "home")
+        done = subprocess.run(
+            [sys.executable.encode(), b"-m", b"workers.cli.main", b"speak", *argv, b"--inline"],
+            input=b"" if how["argv"] else payload,
+            capture_output=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        stderr = done.stderr.decode("utf-8", "replace")
+        assert "Traceback" not in stderr, stderr[-2000:]
+        assert (done.returncode, stderr.count("\n"), done.stdout) == (how["exit"], 1, b""), stderr
+        assert stderr.startswith("mcp-media: error: ")

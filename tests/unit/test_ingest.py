@@ -284,7 +284,15 @@ def test_not_a_tool_result_raises(cache: MediaCache, bad: str) -> None:
 
 def test_json_shape_is_exact(cache: MediaCache, tmp_path: Path) -> None:
     out = ingest(result(image_block(png_bytes()), {"type": "x"}), cache=cache).to_json()
-    assert set(out) == {"text", "is_error", "structured_content", "media", "markers", "jobs"}
+    assert set(out) == {
+        "text",
+        "is_error",
+        "structured_content",
+        "media",
+        "markers",
+        "jobs",
+        "links",
+    }
     assert set(out["media"][0]) == {"kind", "path", "mime", "bytes", "sha256"}
     assert set(out["markers"][0]) == {"block", "reason", "message"}
     assert set(out["jobs"][0]) == {"capability", "sha256"}

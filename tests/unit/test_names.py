@@ -78,3 +78,16 @@ def test_any_uri_through_ingest_never_raises(tmp_path: Path, uri: str) -> None:
     )
     for media in out.media:
         assert os.path.realpath(media.path).startswith(os.path.realpath(cache.root) + os.sep)
+
+
+@pytest.mark.parametrize(
+    ("uri", "stored"),
+    [
+        ("file:///x/[[audio_as_voice]].pdf", "((audio_as_voice)).pdf"),
+        ("file:///x/%EF%BC%BB%EF%BC%BBa%EF%BC%BD%EF%BC%BD.pdf", "((a)).pdf"),  # full-width
+        ("file:///x/ＭＥＤＩＡ：etc.pdf", "ＭＥＤＩＡetc.pdf"),  # the full-width colon goes
+        ("file:///x/report (1).pdf", "report (1).pdf"),
+    ],
+)
+def test_stored_names_carry_no_agent_directive(uri: str, stored: str) -> None:
+    assert safe_document_name(uri, None, None) == stored

@@ -258,8 +258,10 @@ def test_unbroken_text_is_still_cut() -> None:
 
 
 def test_too_long_text_has_a_clear_error() -> None:
-    with pytest.raises(TextTooLongError, match="20001 characters long, over the 20000"):
+    with pytest.raises(TextTooLongError, match="20001 characters long once numbers and symb"):
         normalize("a" * 20_001)
+    with pytest.raises(TextTooLongError, match="40001 characters long, over the 40000"):
+        normalize("a" * 40_001)
     assert issubclass(TextTooLongError, PermanentError)
     assert normalize("a" * 20_000) == "a" * 20_000
 
@@ -280,3 +282,34 @@ def test_normalize_never_crashes_and_leaves_no_digits_or_markup(text: str) -> No
     spoken = normalize(text)
     assert not any(ch in spoken for ch in "*`#|$€£&@=")
     assert not any("0" <= ch <= "9" for ch in spoken)
+
+
+def test_the_limit_applies_after_numbers_are_spelled_out() -> None:
+    """4,000 digits are 4,000 characters as typed and about 20,000 as words."""
+    with pytest.raises(TextTooLongError, match="once numbers and symbols are spelled out"):
+        prepare("9" * 4000 + " 9")
+    markup = "**a** " * 6000  # 36,000 characters of which 12,000 are spoken
+    assert normalize(markup) == " ".join(["a"] * 6000)
+
+
+@pytest.mark.parametrize(
+    ("text", "spoken"),
+    [
+        ("9" * 19, " ".join(["nine"] * 19)),
+        ("$" + "1" * 30, " ".join(["one"] * 30) + " dollars"),
+        ("1" * 25 + "th", " ".join(["one"] * 24) + " first"),
+        ("$" + "0" * 25 + "1", "one dollar"),
+        ("0" * 30 + "%", " ".join(["zero"] * 30) + " percent"),
+    ],
+)
+def test_long_digit_runs_are_read_digit_by_digit(text: str, spoken: str) -> None:
+    assert normalize(text) == spoken
+
+
+@pytest.mark.parametrize(
+    "text", ["9" * 5000, "$" + "9" * 4400, "9" * 4400 + "th", "-" + "9" * 4400]
+)
+def test_digit_runs_past_the_int_limit_are_refused_with_a_message(text: str) -> None:
+    with pytest.raises(TextTooLongError, match="once numbers and symbols are spelled out"):
+        normalize(text)
+    assert len(normalize(text[:3000])) < 20_000

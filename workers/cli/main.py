@@ -21,10 +21,10 @@ from workers.cli.admin import (
     cmd_up,
     cmd_worker,
 )
-from workers.cli.common import EXIT_USAGE, CliError
+from workers.cli.common import EXIT_USAGE, CliError, check_text_args
 from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd_mcp, cmd_proxy
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
-from workers.settings import Settings
+from workers.settings import Settings, confine_process
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,7 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        check_text_args(args)
         settings = Settings()
+        confine_process(settings.home)
         code: int = args.handler(args, settings)
     except ValidationError as exc:
         first = exc.errors()[0]

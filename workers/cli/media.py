@@ -13,6 +13,7 @@ from pipelines.errors import InvalidToolResult
 from pipelines.media import Capability, JobRequest
 from pipelines.render import NO_SPEECH_LINE, pending_line, render_with_jobs, result_note
 from pipelines.results import NO_SPEECH_NOTE, Status
+from pipelines.speech.text import prepare
 from workers.cli.common import (
     CliError,
     connect_client,
@@ -20,6 +21,7 @@ from workers.cli.common import (
     job_rows,
     print_json,
     read_input,
+    read_text,
     run_jobs,
 )
 from workers.settings import Settings
@@ -123,7 +125,10 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
     from workers.configs import store_request, synthesis_request
 
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = read_text(args.text)
+    # The text rules are cheap and bounded: refuse text that cannot be spoken here, in one
+    # line, before anything is stored or enqueued (the worker checks again).
+    prepare(text, settings.tts.max_chars)
     if args.voice:
         settings.tts.voice = args.voice
     if args.stream:

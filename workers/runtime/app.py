@@ -14,7 +14,7 @@ from celery import Celery
 from workers.broker import broker_url
 from workers.celery_app import base_app
 from workers.runtime import signals, tasks
-from workers.settings import Settings
+from workers.settings import Settings, confine_process
 
 
 def create_app(settings: Settings, url: str) -> Celery:
@@ -27,6 +27,7 @@ def create_app(settings: Settings, url: str) -> Celery:
 @functools.cache
 def get_app() -> Celery:
     settings = Settings()
+    confine_process(settings.home)
     return create_app(settings, broker_url(settings.home, settings.redis_url).url)
 
 

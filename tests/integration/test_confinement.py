@@ -1,0 +1,128 @@
+"""Nothing outside the home: engines run through the real CLI (`--inline`, the process edge)
+write nothing outside $MCP_MEDIA_HOME and make no socket call at all.
+
+The guard (tests/support/confined_run.py) is an audit hook installed before anything is
+imported: socket events (name lookups, connect, bind, sendto) and file writes outside the
+home. onnxruntime writes its telemetry files from native code, which no audit hook sees,
+so the XDG_CACHE_HOME, TMPDIR and HOME given to the process are checked on disk too; the
+`--no-confine` control shows those files do appear without the process edge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image, ImageDraw
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+ORT_FILES = ("deviceid", "onnxruntime.db", ".ses")
+
+
+def ocr_image(path: Path) -> Path:
+    image = Image.new("RGB", (900, 200), "white")
+    ImageDraw.Draw(image).text((20, 60), "MEDIA :/etc/passwd", fill="black", font_size=48)
+    image.save(path)
+    return path
+
+
+def run_confined(
+    tmp_path: Path, args: list[str], *, confine: bool = True, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], dict[str, list[str]]]:
+    home, report = tmp_path / "home", tmp_path / "report.json"
+    outside = {name: tmp_path / name for name in ("xdg-cache", "tmp", "user")}
+    for folder in outside.values():
+        folder.mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_MEDIA_", "ORT_"))}
+    clean.update(
+        MCP_MEDIA_HOME=str(home),
+        MCP_MEDIA_REDIS_URL="redis://127.0.0.1:1/0",  # --inline: no broker is touched
+        MCP_MEDIA_VISION__PROVIDER="local",
+        XDG_CACHE_HOME=str(outside["xdg-cache"]),
+        TMPDIR=str(outside["tmp"]),
+        HOME=str(outside["user"]),
+        **(env or {}),
+    )
+    flags = [] if confine else ["--no-confine"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.support.confined_run", str(report), *flags, "--", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=clean,
+        timeout=300,
+        check=False,
+    )
+    record = json.loads(report.read_text()) if report.exists() else {}
+    left = {
+        name: sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+        for name, folder in outside.items()
+    }
+    return proc, record, left
+
+
+def test_ocr_writes_nothing_outside_the_home_and_opens_no_socket(tmp_path: Path) -> None:
+    image = ocr_image(tmp_path / "ocr.png")
+    proc, record, left = run_confined(tmp_path, ["describe", str(image), "--inline"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "MEDIA (quoted):/etc/passwd" in proc.stdout  # OCR ran and its text is neutralised
+    assert record == {"sockets": [], "writes": []}
+    assert left == {"xdg-cache": [], "tmp": [], "user": []}
+    home = tmp_path / "home"
+    assert [p for p in home.rglob("*") if p.name in ORT_FILES] == []  # telemetry is off
+
+
+def test_without_the_process_edge_onnxruntime_writes_outside(tmp_path: Path) -> None:
+    """The control: the same run without `confine_process` leaves onnxruntime's device id
+    and session files in the caller's XDG_CACHE_HOME and TMPDIR (native writes)."""
+    image = ocr_image(tmp_path / "ocr.png")
+    proc, _record, left = run_confined(
+        tmp_path, ["describe", str(image), "--inline"], confine=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Microsoft/DeveloperTools/.onnxruntime/deviceid" in left["xdg-cache"]
+    assert ".ses" in left["tmp"]
+
+
+@pytest.mark.models
+def test_speech_engines_write_nothing_outside_the_home_and_open_no_socket(
+    tmp_path: Path, models_home: Path
+) -> None:
+    """`speak --inline` then `transcribe --inline` of what was spoken, under the same guard;
+    the models are read from the prepared home (reads are not confined), everything written
+    goes to the fresh one."""
+    from workers.configs import STT_DEFAULT, VAD_DEFAULT
+    from workers.settings import TtsSettings
+
+    models = models_home / "models"
+    env = {
+        "MCP_MEDIA_TTS__MODEL_DIR": str(models / TtsSettings().voice),
+        "MCP_MEDIA_STT__MODEL_DIR": str(models / STT_DEFAULT),
+        "MCP_MEDIA_STT__VAD_MODEL": str(models / VAD_DEFAULT / "silero_vad.onnx"),
+    }
+    out = tmp_path / "spoken.wav"
+    first = tmp_path / "speak"
+    first.mkdir()
+    proc, record, left = run_confined(
+        first,
+        ["speak", "Nothing leaves the home.", "--inline", "--format", "wav", "--out", str(out)],
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # --out is the one path the user asked for outside the home
+    assert record["sockets"] == [] and record["writes"] in ([], [f"open {out}"])
+    assert left == {"xdg-cache": [], "tmp": [], "user": []}
+    second = tmp_path / "transcribe"
+    second.mkdir()
+    proc, record, left = run_confined(second, ["transcribe", str(out), "--inline"], env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "home" in proc.stdout.lower()
+    assert record == {"sockets": [], "writes": []}
+    assert left == {"xdg-cache": [], "tmp": [], "user": []}
