@@ -18,7 +18,7 @@ from celery import Celery
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
 from workers.capabilities import CAPABILITIES
-from workers.recovery import record_job
+from workers.recovery import forget_record, record_job
 from workers.resources import result_store
 from workers.settings import Settings
 from workers.store import ResultStore, reusable
@@ -134,6 +134,7 @@ class MediaClient:
             )
         except Exception:
             self.store.forget_job(key, job_id)
+            forget_record(self.store, job_id)
             raise
         return JobHandle(job_id, key, path, Status.PENDING)
 
