@@ -47,6 +47,9 @@ HEARTBEAT_SECONDS = 3.0
 # message is held by a worker without being queued.
 SWEEP_GRACE = 20.0
 SWEEP_EVERY = 2  # heartbeats between sweeps
+# A worker holding no job while its queues have messages waiting, and receiving none, for
+# this long is alive but not consuming: its consumer is made to reconnect.
+STALL_SECONDS = 30.0
 
 # Take expired leases atomically so that one reaper alone re-sends a job.
 _TAKE_EXPIRED = """
@@ -274,11 +277,15 @@ def sweep(
 
 
 class Heartbeat:
-    """Runs in a worker's main process: renews its jobs' leases and reaps dead workers' jobs."""
+    """Runs in a worker's main process: renews its jobs' leases, reaps dead workers' jobs,
+    sweeps the journal, and restarts its own consumer when it stops consuming."""
 
-    def __init__(self, app: Celery, store: ResultStore) -> None:
+    def __init__(self, app: Celery, store: ResultStore, consumer: Any = None) -> None:
         self.app = app
         self.store = store
+        self.consumer = consumer
+        self.received = time.monotonic()
+        self._idle_since: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcp-media-heartbeat", daemon=True)
 
@@ -286,10 +293,60 @@ class Heartbeat:
         self._thread.start()
 
     def lease(self, job_id: str) -> None:
+        self.received = time.monotonic()
         try:
             renew_leases(self.store.redis, [job_id])
         except redis.RedisError:
             log.warning("could not lease job %s", job_id, exc_info=True)
+
+    def watch(self, held: int, now: float | None = None) -> bool:
+        """True (and the consumer told to reconnect) when this worker holds no job, its
+        queues have had messages waiting for STALL_SECONDS and it received none of them.
+
+        A healthy consumer with free capacity takes a waiting message within milliseconds;
+        one that does not (a consumer left without credit or without its socket in the event
+        loop after a broker restart) holds no lease, so nothing else would notice it."""
+        now = time.monotonic() if now is None else now
+        queues = [q for q in os.environ.get("MCP_MEDIA_WORKER_QUEUES", "").split(",") if q]
+        waiting = sum(int(self.store.redis.llen(q)) for q in queues)
+        if (
+            held
+            or not waiting
+            or (self._idle_since is not None and self.received > self._idle_since)
+        ):
+            self._idle_since = None if held or not waiting else now
+            return False
+        if self._idle_since is None:
+            self._idle_since = now
+            return False
+        if now - self._idle_since < STALL_SECONDS:
+            return False
+        self._idle_since = None
+        log.error(
+            "consumer stalled: %d messages waiting on %s, none received for %.0f s while idle; "
+            "reconnecting to the broker",
+            waiting,
+            ",".join(queues),
+            STALL_SECONDS,
+        )
+        self._reconnect()
+        return True
+
+    def _reconnect(self) -> None:
+        """Make Celery's own connection-loss path run: a fresh connection, channel, QoS and
+        event-loop registration. Raised inside the event loop, where the consumer lives."""
+        consumer = self.consumer
+        hub = getattr(consumer, "hub", None)
+        if hub is None:
+            log.error("no event loop to restart the consumer in; restart this worker")
+            return
+        errors = [e for e in consumer.connection_errors if issubclass(e, Exception)]
+        error = errors[0] if errors else ConnectionError
+
+        def fail() -> None:
+            raise error("mcp-media: consumer stalled, reconnecting")
+
+        hub.call_soon(fail)
 
     def stop(self) -> None:
         self._stop.set()
@@ -326,5 +383,7 @@ class Heartbeat:
                 reap(self.app, self.store)
                 if beats % SWEEP_EVERY == 0:
                     self._sweep()
+                if self.consumer is not None:
+                    self.watch(len(held))
             except Exception:  # the broker may be restarting: try again next beat
                 log.warning("heartbeat failed", exc_info=True)

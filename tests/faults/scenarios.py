@@ -396,6 +396,26 @@ def redis_restart(cluster: Cluster, workdir: Path, tag: int = 0, *, hard: bool) 
     return outcome(name, cluster, finished, latest)
 
 
+def stalled_consumer(cluster: Cluster, workdir: Path, tag: int = 0) -> Outcome:
+    """A vision worker that stays alive but stops consuming (SIGUSR2 to the fault worker
+    takes its channel's credit away for good); 20 jobs are submitted after the stall."""
+    cluster.fake.set(latency=0.05, reply="stall")
+    worker = cluster.start_worker("vision", VISION_THREADS, entry=FAULT_WORKER)
+    sizes = log_sizes([worker])
+    os.kill(worker.proc.pid, signal.SIGUSR2)
+    assert wait_for(lambda: logged_since(worker, sizes, "stalled on purpose"), timeout=30)
+    jobs = image_jobs(cluster, workdir, range(200_000 + tag * 100, 200_020 + tag * 100))
+    client = cluster.client()
+    try:
+        started = time.monotonic()
+        handles = client.submit(jobs)
+        finished, latest = finish(client, handles, timeout=180, since=started)
+    finally:
+        client.close()
+    noticed = logged_since(worker, sizes, "consumer stalled:")
+    return outcome("stalled_consumer", cluster, finished, latest, watchdog_fired=noticed)
+
+
 class CpuBurners:
     """One busy-looping process per core, started and stopped by PID."""
 

@@ -73,6 +73,13 @@ def test_redis_restart_mid_burst(node: Cluster, tmp_path: Path, hard: bool) -> N
     assert result.completed == result.submitted
 
 
+def test_stalled_consumer_is_restarted(node: Cluster, tmp_path: Path) -> None:
+    result = scenarios.stalled_consumer(node, tmp_path)
+    check(result)
+    assert result.completed == result.submitted
+    assert result.extra["watchdog_fired"] is True
+
+
 @pytest.mark.parametrize(
     ("mode", "behaviour"),
     [
