@@ -195,8 +195,25 @@ def _record(store: ResultStore, journal: Journal, job_id: str) -> dict[str, Any]
     return journal.get(job_id)
 
 
-def reap(app: Celery, store: ResultStore) -> list[str]:
+SETTLE_SECONDS = LEASE_SECONDS + HEARTBEAT_SECONDS
+
+
+def broker_settled(client: redis.Redis[bytes], settle: float = SETTLE_SECONDS) -> bool:
+    """The broker has been up for a whole lease: an expired lease now means a dead holder.
+
+    During a broker outage nobody can renew a lease, so every lease of a live worker looks
+    expired when Redis comes back; reaping then would re-send jobs that are still running
+    (and their claims, expired too, would not stop a second run)."""
+    if settle <= 0:
+        return True
+    uptime = int(client.info("server").get("uptime_in_seconds", 0))
+    return uptime >= settle
+
+
+def reap(app: Celery, store: ResultStore, settle: float = SETTLE_SECONDS) -> list[str]:
     """Re-send every job whose lease expired and whose result is not written yet."""
+    if not broker_settled(store.redis, settle):
+        return []
     take = store.redis.register_script(_TAKE_EXPIRED)
     journal = Journal.of(store)
     resent = []
@@ -237,14 +254,18 @@ def _queued(client: redis.Redis[bytes], queue: str, wanted: set[str]) -> set[str
 
 
 def sweep(
-    app: Celery, store: ResultStore, grace: float = SWEEP_GRACE, now: float | None = None
+    app: Celery,
+    store: ResultStore,
+    grace: float = SWEEP_GRACE,
+    now: float | None = None,
+    settle: float = SETTLE_SECONDS,
 ) -> list[str]:
     """Re-send journalled jobs nobody will deliver: no finished result, no message waiting
     in their queue, no live lease, for `grace` seconds. Drop the entries of finished jobs."""
     journal = Journal.of(store)
     now = time.time() if now is None else now
     stale = [e for e in journal.entries() if now - e.touched >= grace]
-    if not stale:
+    if not stale or not broker_settled(store.redis, settle):
         return []
     open_jobs = []
     for entry in stale:
@@ -286,6 +307,9 @@ class Heartbeat:
         self.consumer = consumer
         self.received = time.monotonic()
         self._idle_since: float | None = None
+        self._to_lease: set[str] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcp-media-heartbeat", daemon=True)
 
@@ -293,11 +317,26 @@ class Heartbeat:
         self._thread.start()
 
     def lease(self, job_id: str) -> None:
+        """Lease a job this worker just received, from the heartbeat thread, at once.
+
+        Called in the consumer's event loop (task_received): it must never wait on Redis
+        there. A Redis call retried through a broker outage (about 30 s) would freeze the
+        consumer: it would neither notice the lost connection nor take messages, and every
+        claim and lease of this worker would expire meanwhile."""
         self.received = time.monotonic()
+        with self._lock:
+            self._to_lease.add(job_id)
+        self._wake.set()
+
+    def _lease_received(self) -> None:
+        with self._lock:
+            job_ids, self._to_lease = list(self._to_lease), set()
         try:
-            renew_leases(self.store.redis, [job_id])
-        except redis.RedisError:
-            log.warning("could not lease job %s", job_id, exc_info=True)
+            renew_leases(self.store.redis, job_ids)
+        except Exception:
+            with self._lock:
+                self._to_lease.update(job_ids)  # the next beat leases them with the rest
+            raise
 
     def watch(self, held: int, now: float | None = None) -> bool:
         """True (and the consumer told to reconnect) when this worker holds no job, its
@@ -350,6 +389,7 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
 
     def _announce(self) -> None:
         """Register this worker (queues, pool, processes, threads) for `mcp-media status`."""
@@ -374,7 +414,19 @@ class Heartbeat:
         from celery.worker import state
 
         beats = 0
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        next_beat = time.monotonic() + HEARTBEAT_SECONDS
+        while not self._stop.is_set():
+            self._wake.wait(max(0.0, next_beat - time.monotonic()))
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self._lease_received()
+            except Exception:
+                log.warning("could not lease received jobs", exc_info=True)
+            if time.monotonic() < next_beat:
+                continue
+            next_beat = time.monotonic() + HEARTBEAT_SECONDS
             beats += 1
             try:
                 self._announce()

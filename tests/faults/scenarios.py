@@ -283,10 +283,12 @@ def _gone(pid: int) -> bool:
     return False
 
 
-def broker_down(cluster: Cluster, *, hard: bool) -> None:
+def broker_down(cluster: Cluster, *, hard: bool) -> float | None:
     """SIGKILL the embedded redis-server (hard) or shut it down cleanly; wait until it is gone
-    and until every live worker has seen the connection drop."""
+    and until every live worker has seen the connection drop. Returns how long the workers
+    took to notice, None if one did not within 30 s (its consumer was not running)."""
     sizes = log_sizes(cluster.workers)
+    down = time.monotonic()
     if hard:
         pid = int((cluster.home / "redis" / "redis.pid").read_text().strip())
         os.kill(pid, signal.SIGKILL)
@@ -294,7 +296,9 @@ def broker_down(cluster: Cluster, *, hard: bool) -> None:
     else:
         assert stop_embedded(cluster.home), "the embedded redis-server was not running"
     live = [w for w in cluster.workers if w.proc.poll() is None]
-    wait_for(lambda: all(logged_since(w, sizes, _LOST_BROKER) for w in live), timeout=30)
+    if wait_for(lambda: all(logged_since(w, sizes, _LOST_BROKER) for w in live), timeout=30):
+        return time.monotonic() - down
+    return None
 
 
 def broker_up(cluster: Cluster) -> Broker:
@@ -387,13 +391,14 @@ def redis_restart(cluster: Cluster, workdir: Path, tag: int = 0, *, hard: bool) 
         started = time.monotonic()
         handles = client.submit(jobs)
         assert wait_for(lambda: cluster.fake.request_count >= base + 25, timeout=120)
-        broker_down(cluster, hard=hard)
+        noticed = broker_down(cluster, hard=hard)
         broker_up(cluster)
         finished, latest = finish(client, handles, timeout=180, since=started)
     finally:
         client.close()
     name = "redis_kill9" if hard else "redis_restart"
-    return outcome(name, cluster, finished, latest)
+    seen = "never" if noticed is None else f"{noticed:.1f}s"
+    return outcome(name, cluster, finished, latest, loss_noticed_in=seen)
 
 
 def stalled_consumer(cluster: Cluster, workdir: Path, tag: int = 0) -> Outcome:

@@ -71,6 +71,8 @@ def test_redis_restart_mid_burst(node: Cluster, tmp_path: Path, hard: bool) -> N
     result = scenarios.redis_restart(node, tmp_path, hard=hard)
     check(result)
     assert result.completed == result.submitted
+    # The consumer saw the connection drop while the broker was down (it was not frozen).
+    assert result.extra["loss_noticed_in"] != "never", result.line()
 
 
 def test_stalled_consumer_is_restarted(node: Cluster, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from tests.integration.conftest import Cluster
 from tests.integration.test_vision_jobs import noisy_png
 from workers import keys
 from workers.client import MediaClient
-from workers.recovery import Journal, renew_leases, sweep
+from workers.recovery import Journal, broker_settled, reap, renew_leases, sweep
 
 pytestmark = pytest.mark.integration
 
@@ -66,11 +66,11 @@ def test_sweep_resends_a_job_nobody_holds_and_nothing_queues(
     client = cluster.client()
     try:
         job_id, _ = lost_submission(client, tmp_path, 2)
-        assert sweep(client.app, client.store, grace=60) == []  # still within its grace
-        assert sweep(client.app, client.store, grace=0) == [job_id]
+        assert sweep(client.app, client.store, grace=60, settle=0) == []  # still within its grace
+        assert sweep(client.app, client.store, grace=0, settle=0) == [job_id]
         assert queued_ids(client) == [job_id]
         # Queued now: a second sweep leaves it alone.
-        assert sweep(client.app, client.store, grace=0) == []
+        assert sweep(client.app, client.store, grace=0, settle=0) == []
     finally:
         client.close()
 
@@ -84,13 +84,13 @@ def test_sweep_leaves_leased_jobs_alone_and_drops_finished_ones(
         renew_leases(client.store.redis, [leased])
         finished, key = lost_submission(client, tmp_path, 4)
         client.store.put(Envelope(Status.DONE, key, {"summary": "x"}, job_id=finished, attempts=1))
-        assert sweep(client.app, client.store, grace=0) == []
+        assert sweep(client.app, client.store, grace=0, settle=0) == []
         journal = Journal.of(client.store)
         assert journal.get(finished) is None
         assert journal.get(leased) is not None
         # The lease runs out (its worker died): now it is re-sent.
         client.store.redis.zadd(keys.LEASES, {leased: time.time() - 1})
-        assert sweep(client.app, client.store, grace=0) == [leased]
+        assert sweep(client.app, client.store, grace=0, settle=0) == [leased]
     finally:
         client.close()
 
@@ -138,3 +138,22 @@ def test_journal_refuses_paths_as_job_ids(tmp_path: Path) -> None:
             journal.add(bad, {})
     journal.add(str(uuid.uuid4()), {"queue": "vision"})
     assert len(list(journal.entries())) == 1
+
+
+def test_no_lease_is_reaped_before_the_broker_was_up_for_a_whole_lease(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Leases expire during a broker outage because nobody can renew them: right after a
+    restart they are no evidence of a dead worker, and reaping would run jobs twice."""
+    client = cluster.client()
+    try:
+        job_id, _ = lost_submission(client, tmp_path, 7)
+        client.store.redis.zadd(keys.LEASES, {job_id: time.time() - 1})
+        assert not broker_settled(client.store.redis, settle=10**9)
+        assert reap(client.app, client.store, settle=10**9) == []
+        assert sweep(client.app, client.store, grace=0, settle=10**9) == []
+        assert queued_ids(client) == []
+        assert reap(client.app, client.store, settle=0) == [job_id]
+        assert queued_ids(client) == [job_id]
+    finally:
+        client.close()
