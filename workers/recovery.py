@@ -47,6 +47,9 @@ HEARTBEAT_SECONDS = 3.0
 # message is held by a worker without being queued.
 SWEEP_GRACE = 20.0
 SWEEP_EVERY = 2  # heartbeats between sweeps
+# A started job is held while its key's claim lives (the stage renews it); this long after
+# its start a request without a claim is not running anything.
+START_GRACE = 10.0
 # A worker holding no job while its queues have messages waiting, and receiving none, for
 # this long is alive but not consuming: its consumer is made to reconnect.
 STALL_SECONDS = 30.0
@@ -230,6 +233,41 @@ def reap(app: Celery, store: ResultStore, settle: float = SETTLE_SECONDS) -> lis
         log.warning("re-sent job %s: its worker stopped renewing its lease", job_id)
         resent.append(job_id)
     return resent
+
+
+def held_jobs(
+    client: redis.Redis[bytes],
+    reserved: list[Any],
+    active: list[Any],
+    now: float | None = None,
+) -> list[str]:
+    """The ids of the jobs this worker really holds, from Celery's request objects.
+
+    Waiting (reserved, not started) requests are held. A started request is held while its
+    key's claim exists or for START_GRACE after its start. Celery's state sets are not
+    proof enough: after a connection loss they can keep a request that already ended (the
+    consumer's clean-up races the pool finishing the task), and leasing it would keep its
+    job away from the reaper for as long as the request object lives (minutes, measured)."""
+    now = time.time() if now is None else now
+    requests = {r.id: r for r in [*reserved, *active]}
+    started = {r.id: r for r in requests.values() if getattr(r, "time_start", None)}
+    held = [job_id for job_id in requests if job_id not in started]
+    recent = [i for i, r in started.items() if now - float(r.time_start) < START_GRACE]
+    held += recent
+    claims: dict[str, str] = {}
+    for job_id, request in started.items():
+        if job_id in recent:
+            continue
+        try:
+            claims[job_id] = keys.claim(ResultKey.parse(str((request.kwargs or {})["key"])))
+        except (KeyError, ValueError, TypeError):
+            held.append(job_id)  # not one of ours: keep the old rule
+    if claims:
+        pipe = client.pipeline()
+        for name in claims.values():
+            pipe.exists(name)
+        held += [i for i, alive in zip(claims, pipe.execute(), strict=True) if alive]
+    return held
 
 
 def _leased(client: redis.Redis[bytes], now: float) -> set[str]:
@@ -430,7 +468,9 @@ class Heartbeat:
             beats += 1
             try:
                 self._announce()
-                held = [r.id for r in list(state.reserved_requests) + list(state.active_requests)]
+                held = held_jobs(
+                    self.store.redis, list(state.reserved_requests), list(state.active_requests)
+                )
                 renew_leases(self.store.redis, held)
                 reap(self.app, self.store)
                 if beats % SWEEP_EVERY == 0:

@@ -20,7 +20,15 @@ from tests.integration.conftest import Cluster
 from tests.integration.test_vision_jobs import noisy_png
 from workers import keys
 from workers.client import MediaClient
-from workers.recovery import Journal, broker_settled, reap, renew_leases, sweep
+from workers.recovery import (
+    START_GRACE,
+    Journal,
+    broker_settled,
+    held_jobs,
+    reap,
+    renew_leases,
+    sweep,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -155,5 +163,39 @@ def test_no_lease_is_reaped_before_the_broker_was_up_for_a_whole_lease(
         assert queued_ids(client) == []
         assert reap(client.app, client.store, settle=0) == [job_id]
         assert queued_ids(client) == [job_id]
+    finally:
+        client.close()
+
+
+class _Request:
+    def __init__(self, job_id: str, key: ResultKey, time_start: float | None) -> None:
+        self.id = job_id
+        self.kwargs = {"key": str(key)}
+        self.time_start = time_start
+
+
+def test_a_request_that_ended_is_not_held_even_if_celery_still_lists_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """After a connection loss Celery's active set can keep a request that already ended; a
+    started request is held only while its key's claim lives."""
+    client = cluster.client()
+    try:
+        now = time.time()
+        key = client.key(Capability.VISION_SUMMARIZE, "ab" * 32)
+        waiting = _Request("waiting", key, None)
+        fresh = _Request("fresh", key, now - 1)
+        ended = _Request("ended", key, now - START_GRACE - 5)
+        assert held_jobs(client.store.redis, [waiting], [fresh, ended], now) == [
+            "waiting",
+            "fresh",
+        ]
+        claim = client.store.claim(key, ttl=30)
+        assert claim is not None
+        assert held_jobs(client.store.redis, [waiting], [fresh, ended], now) == [
+            "waiting",
+            "fresh",
+            "ended",
+        ]
     finally:
         client.close()
