@@ -187,6 +187,7 @@ def test_disk_full_while_caching_leaves_no_partial_file(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.timeout(1200)  # its own wait allows 900 s; the suite's default kill is 300 s
 def test_burst_of_500_mixed_jobs(node: Cluster, spoken: scenarios.Spoken, tmp_path: Path) -> None:
     node.fake.set(latency=0.02, reply="burst image")
     images = image_jobs(node, tmp_path, range(5000, 5300))
