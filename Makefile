@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 export MCP_MEDIA_HOME ?= $(CURDIR)/.home
 
-.PHONY: install run test test-faults test-unit fuzz lint format bench models clean
+.PHONY: install run test test-faults test-unit soak fuzz lint format bench models clean
 
 install: $(STAMP)
 
@@ -27,6 +27,11 @@ test: $(STAMP)
 
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -m faults tests/faults
+
+# The fault scenarios in sequence on one cluster, ROUNDS rounds, a CPU burner on every core.
+ROUNDS ?= 10
+soak: $(STAMP)
+	$(BIN)/python -m tests.faults.soak --rounds $(ROUNDS)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -m unit

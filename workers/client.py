@@ -18,6 +18,7 @@ from celery import Celery
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
 from workers.capabilities import CAPABILITIES
+from workers.journal import Journal
 from workers.settings import Settings
 from workers.store import RedisStore, redis_store, settled
 
@@ -47,6 +48,7 @@ class MediaClient:
         self.settings = settings
         self.app = app
         self.store = store
+        self.journal = Journal.of(store)
         self._versions: dict[Capability, str] = {}
 
     @classmethod
@@ -126,6 +128,8 @@ class MediaClient:
                 "soft": soft,
                 "hard": hard,
             }
+            # On disk first (durable), then in Redis: what re-sends it if the message is lost.
+            self.journal.add(job_id, {**record, "ttl": inflight_ttl})
             self.store.record_job(job_id, record, inflight_ttl)
             self.app.send_task(
                 spec.task_name,
@@ -136,7 +140,10 @@ class MediaClient:
                 time_limit=hard,
             )
         except Exception:
+            # Never sent: nothing may re-send it.
             self.store.forget_job(key, job_id)
+            self.journal.remove(job_id)
+            self.store.forget_record(job_id)
             raise
         return JobHandle(job_id, key, path, Status.PENDING)
 

@@ -49,3 +49,6 @@ LEASES = f"{PREFIX}:leases"  # sorted set: job id -> lease expiry (unix time)
 def job_record(job_id: str) -> str:
     """What is needed to re-send a job whose worker died: task, arguments, queue, limits."""
     return f"{PREFIX}:jobrec:{job_id}"
+
+
+SWEEP_LOCK = f"{PREFIX}:sweep"  # held by the one worker sweeping the job journal right now

@@ -68,6 +68,10 @@ class LocalStore:
         with self._lock:
             self._records[job_id] = dict(record)
 
+    def forget_record(self, job_id: str) -> None:
+        with self._lock:
+            self._records.pop(job_id, None)
+
     def forget_job(self, key: ResultKey, job_id: str) -> None:
         with self._lock:
             if self._inflight.get(key) == job_id:

@@ -7,6 +7,7 @@ twin (`workers.localstore.LocalStore`) serves `--inline` runs and unit tests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -124,6 +125,7 @@ class ResultStore(Protocol):
     def put(self, envelope: Envelope) -> None: ...
     def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str: ...
     def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None: ...
+    def forget_record(self, job_id: str) -> None: ...
     def forget_job(self, key: ResultKey, job_id: str) -> None: ...
     def inflight_job(self, key: ResultKey) -> str | None: ...
     def key_for_job(self, job_id: str) -> ResultKey | None: ...
@@ -203,6 +205,10 @@ class RedisStore:
     def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None:
         """What re-sending the job needs if its worker dies: task, arguments, queue, limits."""
         self.redis.set(keys.job_record(job_id), json.dumps(record), ex=ttl)
+
+    def forget_record(self, job_id: str) -> None:
+        with contextlib.suppress(redis.RedisError):
+            self.redis.delete(keys.job_record(job_id))
 
     def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str:
         """Register `job_id` as the job for `key`, or return the job already in flight."""

@@ -1,34 +1,22 @@
-"""Fault-injection fixtures: a node with its own embedded broker, distinct speech clips,
-result accounting from the workers' own log lines, and RSS sampling."""
+"""Fault-injection fixtures: a node with its own embedded broker, spoken sentences, the
+report of each scenario, and RSS sampling. The scenarios themselves are in scenarios.py."""
 
 from __future__ import annotations
 
 import json
-import re
 import threading
-import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pipelines.speech.audio import write_wav
-from pipelines.speech.config import TtsConfig
-from pipelines.speech.tts import load_tts
+from tests.faults.scenarios import Outcome, spoken_sentences
 from tests.support.cluster import ROOT, Cluster, Worker
 from tests.support.fake_openai import FakeOpenAI
 from workers.broker import ensure_embedded, stop_embedded
 
 REPORT = ROOT / "tests" / "faults" / "last_run.jsonl"
-_STORED = re.compile(r"stored \w+ result for (\S+) \(job ")
-SENTENCES = [
-    "The quarterly report is attached to this message.",
-    "Please check the numbers in the second table before Friday.",
-    "We moved the team meeting to the large room on the third floor.",
-    "Remember to renew the parking permits at the front desk.",
-]
 
 
 @pytest.fixture
@@ -46,69 +34,14 @@ def node(tmp_path: Path, fake_openai: FakeOpenAI, models_home: Path) -> Iterator
 
 @pytest.fixture(scope="session")
 def spoken(models_home: Path) -> tuple[list[np.ndarray], int]:
-    voice = load_tts(
-        TtsConfig(
-            models_home / "models" / "piper-en_US-joe-medium", noise_scale=0.0, noise_scale_w=0.0
-        )
-    )
-    parts = []
-    for sentence in SENTENCES:
-        speech = voice.synthesize(sentence)
-        assert speech.samples is not None
-        parts.append(speech.samples)
-    return parts, voice.sample_rate
+    return spoken_sentences(models_home)
 
 
-def long_clip(
-    spoken: tuple[list[np.ndarray], int], index: int, path: Path, repeats: int = 3
-) -> Path:
-    """A distinct clip of `repeats` x the four sentences, gaps varying with `index`."""
-    parts, rate = spoken
-    gap = np.zeros(int(rate * (0.3 + 0.05 * index)), dtype=np.float32)
-    order = parts[index % 4 :] + parts[: index % 4]
-    pieces = [piece for _ in range(repeats) for sentence in order for piece in (sentence, gap)]
-    return write_wav(path, np.concatenate(pieces), rate)
-
-
-def stored_counts(workers: list[Worker]) -> Counter[str]:
-    """How many times each result key was computed and stored, from every worker's log."""
-    counts: Counter[str] = Counter()
-    for worker in workers:
-        counts.update(_STORED.findall(worker.text()))
-    return counts
-
-
-def report(
-    name: str,
-    *,
-    submitted: int,
-    completed: int,
-    duplicated: int,
-    max_latency: float,
-    **extra: object,
-) -> None:
-    lost = submitted - completed
-    line = (
-        f"{name}: submitted={submitted} completed={completed} lost={lost} "
-        f"duplicated={duplicated} max_latency={max_latency:.1f}s"
-        + "".join(f" {k}={v}" for k, v in extra.items())
-    )
-    _LINES.append(line)
+def report(result: Outcome) -> None:
+    """Print the scenario's line in the terminal summary and append it to last_run.jsonl."""
+    _LINES.append(result.line())
     with REPORT.open("a") as out:
-        out.write(
-            json.dumps(
-                {
-                    "scenario": name,
-                    "submitted": submitted,
-                    "completed": completed,
-                    "lost": lost,
-                    "duplicated": duplicated,
-                    "max_latency_s": round(max_latency, 1),
-                    **extra,
-                }
-            )
-            + "\n"
-        )
+        out.write(json.dumps(result.to_json()) + "\n")
 
 
 _LINES: list[str] = []
@@ -165,18 +98,3 @@ class RssSampler:
             for worker in self.workers:
                 for pid in descendants(worker.proc.pid):
                     self.peak[worker.name] = max(self.peak.get(worker.name, 0.0), rss_mib(pid))
-
-
-def start_fault_worker(cluster: Cluster, queues: str, concurrency: int) -> Worker:
-    """The production worker plus a task that kills its own process (tests/support)."""
-    return cluster.start_worker(queues, concurrency, entry=("tests.support.fault_worker",))
-
-
-def wait_for(predicate: object, timeout: float, interval: float = 0.05) -> bool:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False

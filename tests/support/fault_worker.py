@@ -5,6 +5,10 @@
 Everything else (app, tasks, delivery cap, leases) is the production code: the extra task
 goes through the same task factory, so the poison-job scenario exercises the real
 redelivery cap and dead-letter list.
+
+SIGUSR2 makes the worker alive but no longer consuming: its channel's QoS stops granting
+credit, as a consumer left without credit after a broker restart would. Only a new
+connection (a new channel) consumes again.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
+
+from celery.signals import worker_ready
 
 from pipelines.media import Capability
 from pipelines.results import StageOutcome
@@ -37,6 +44,17 @@ def _kill_own_process(res: Resources, path: Path, params: Mapping[str, Any]) -> 
     raise AssertionError("unreachable: SIGKILL ends the process")
 
 
+def _install_stall(sender: Any = None, **_: Any) -> None:
+    consumer = sender
+
+    def stall(signum: int, frame: FrameType | None) -> None:
+        qos = consumer.task_consumer.channel.qos
+        qos.can_consume = lambda: False
+        print(f"fault_worker: consumer stalled on purpose (channel {id(qos)})", flush=True)
+
+    signal.signal(signal.SIGUSR2, stall)
+
+
 def main(argv: list[str]) -> int:
     queues = argv[argv.index("--queues") + 1].split(",")
     concurrency = int(argv[argv.index("--concurrency") + 1])
@@ -46,6 +64,7 @@ def main(argv: list[str]) -> int:
     poison = replace(base, task_name=POISON_TASK, version=lambda _settings: POISON_VERSION)
     normal = RUNNERS[Capability.AUDIO_TRANSCRIBE]
     make_task(app, poison, replace(normal, stage=_kill_own_process))
+    worker_ready.connect(_install_stall, weak=False)  # SIGUSR2 stalls the consumer
     run_worker(app, settings, queues, concurrency)
     return 0
 

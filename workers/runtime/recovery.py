@@ -1,20 +1,28 @@
 """Bringing back jobs whose worker died, in seconds rather than after the visibility timeout.
 
-Every submitted job has a record (task, arguments, queue, limits). While a worker holds a
-job (reserved or running), its main process renews a short lease on it. When a worker dies
-(SIGKILL, OOM, node loss) its leases stop being renewed; any live worker's reaper then
-re-sends those jobs with the same id. The stale copy that Redis restores later, after the
-visibility timeout, finds the result already written and does nothing.
+Every submitted job has a record (task, arguments, queue, limits) in Redis and in a journal
+on disk (`<home>/jobs/<job id>.json`, fsynced before the message is sent). While a worker
+holds a job (reserved or running), its main process renews a short lease on it. When a
+worker dies (SIGKILL, OOM, node loss) its leases stop being renewed; any live worker's
+reaper then re-sends those jobs with the same id. The stale copy that Redis restores later,
+after the visibility timeout, finds the result already written and does nothing.
+
+Leases only cover jobs some worker took. A message can also vanish with no holder at all:
+kombu's Redis transport pops a message (BRPOP) and records it in its unacked hash in a
+second round trip, so a broker that goes away between the two (shutdown, SIGKILL) leaves
+the message in neither place; a crash of the broker's machine can also drop the last second
+of writes (AOF everysec), submissions included. The journal sweep closes that gap: a
+journalled job with no finished result, no message in its queue and no live lease for
+SWEEP_GRACE seconds is re-sent with its id. The journal entry is removed once the result
+is written, so it only ever holds jobs that are not finished.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import os
-import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -22,15 +30,24 @@ from celery import Celery
 
 from pipelines.results import ResultKey
 from workers import keys
+from workers.journal import Journal
 from workers.store import RedisStore
 
 log = logging.getLogger("mcp_media.recovery")
 
 LEASE_SECONDS = 15.0
 HEARTBEAT_SECONDS = 3.0
-# Between beats, a worker announces itself again as soon as how busy it is changes, so
-# `status` shows a job running (or finished) within this, not within a whole beat.
-BUSY_CHECK_SECONDS = 0.5
+# A journalled job may be unaccounted for (no result, not queued, not leased) this long
+# before it is re-sent: longer than a lease and than any retry countdown, during which a
+# message is held by a worker without being queued.
+SWEEP_GRACE = 20.0
+SWEEP_EVERY = 2  # heartbeats between sweeps
+# A started job is held while its key's claim lives (the stage renews it); this long after
+# its start a request without a claim is not running anything.
+START_GRACE = 10.0
+# A worker holding no job while its queues have messages waiting, and receiving none, for
+# this long is alive but not consuming: its consumer is made to reconnect.
+STALL_SECONDS = 30.0
 
 # Take expired leases atomically so that one reaper alone re-sends a job.
 _TAKE_EXPIRED = """
@@ -52,129 +69,174 @@ def drop_lease(client: redis.Redis[bytes], job_id: str) -> None:
     client.zrem(keys.LEASES, job_id)
 
 
-def reap(app: Celery, store: RedisStore) -> list[str]:
+def _settled(store: RedisStore, job_id: str, record: dict[str, Any]) -> bool:
+    """The job's key has a finished result that answers this job."""
+    envelope = store.get(ResultKey.parse(record["kwargs"]["key"]))
+    if envelope is None or not envelope.status.finished:
+        return False
+    forced = bool((record["kwargs"].get("params") or {}).get("force"))
+    return not forced or envelope.job_id == job_id
+
+
+def _resend(app: Celery, store: RedisStore, job_id: str, record: dict[str, Any]) -> None:
+    body = {k: record[k] for k in ("task", "kwargs", "queue", "soft", "hard")}
+    ttl = int(record.get("ttl") or 86400)
+    key = ResultKey.parse(record["kwargs"]["key"])
+    pipe = store.redis.pipeline()
+    pipe.set(keys.job_record(job_id), json.dumps(body), ex=ttl)  # lost with the AOF tail?
+    pipe.set(keys.inflight(key), job_id, nx=True, ex=ttl)
+    pipe.set(keys.job(job_id), str(key), nx=True, ex=ttl)
+    pipe.execute()
+    app.send_task(
+        record["task"],
+        kwargs=record["kwargs"],
+        task_id=job_id,
+        queue=record["queue"],
+        soft_time_limit=record["soft"],
+        time_limit=record["hard"],
+    )
+
+
+def _record(store: RedisStore, journal: Journal, job_id: str) -> dict[str, Any] | None:
+    raw = store.redis.get(keys.job_record(job_id))
+    if raw is not None:
+        record: dict[str, Any] = json.loads(raw)
+        return record
+    return journal.get(job_id)
+
+
+SETTLE_SECONDS = LEASE_SECONDS + HEARTBEAT_SECONDS
+
+
+def broker_settled(client: redis.Redis[bytes], settle: float = SETTLE_SECONDS) -> bool:
+    """The broker has been up for a whole lease: an expired lease now means a dead holder.
+
+    During a broker outage nobody can renew a lease, so every lease of a live worker looks
+    expired when Redis comes back; reaping then would re-send jobs that are still running
+    (and their claims, expired too, would not stop a second run)."""
+    if settle <= 0:
+        return True
+    uptime = int(client.info("server").get("uptime_in_seconds", 0))
+    return uptime >= settle
+
+
+def reap(app: Celery, store: RedisStore, settle: float = SETTLE_SECONDS) -> list[str]:
     """Re-send every job whose lease expired and whose result is not written yet."""
+    if not broker_settled(store.redis, settle):
+        return []
     take = store.redis.register_script(_TAKE_EXPIRED)
+    journal = Journal.of(store)
     resent = []
     for raw in take(keys=[keys.LEASES], args=[time.time()]):
         job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
-        record_raw = store.redis.get(keys.job_record(job_id))
-        if record_raw is None:
+        record = _record(store, journal, job_id)
+        if record is None:
             continue
-        record = json.loads(record_raw)
-        key = ResultKey.parse(record["kwargs"]["key"])
-        envelope = store.get(key)
-        if envelope is not None and envelope.status.finished:
+        if _settled(store, job_id, record):
+            journal.remove(job_id)
             continue
-        app.send_task(
-            record["task"],
-            kwargs=record["kwargs"],
-            task_id=job_id,
-            queue=record["queue"],
-            soft_time_limit=record["soft"],
-            time_limit=record["hard"],
-        )
-        log.warning("re-sent job %s (%s): its worker stopped renewing its lease", job_id, key)
+        _resend(app, store, job_id, record)
+        journal.touch(job_id)
+        log.warning("re-sent job %s: its worker stopped renewing its lease", job_id)
         resent.append(job_id)
     return resent
 
 
-def _busy() -> dict[str, Any]:
-    """How busy this worker is: jobs running (in all and per queue) and reserved."""
-    from celery.worker import state
+def held_jobs(
+    client: redis.Redis[bytes],
+    reserved: list[Any],
+    active: list[Any],
+    now: float | None = None,
+) -> list[str]:
+    """The ids of the jobs this worker really holds, from Celery's request objects.
 
-    active = list(state.active_requests)
-    by_queue: dict[str, int] = {}
-    for request in active:
-        queue = (getattr(request, "delivery_info", None) or {}).get("routing_key")
-        if queue:
-            by_queue[queue] = by_queue.get(queue, 0) + 1
-    return {
-        "active": len(active),
-        "reserved": len(state.reserved_requests),
-        "active_by_queue": by_queue,
-    }
-
-
-def rss_mib(pid: int) -> float | None:
-    """Resident memory of a process and its children (a prefork pool), in MiB; Linux only."""
-    total_kib = 0
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return None
-    for proc in [str(pid), *children]:
+    Waiting (reserved, not started) requests are held. A started request is held while its
+    key's claim exists or for START_GRACE after its start. Celery's state sets are not
+    proof enough: after a connection loss they can keep a request that already ended (the
+    consumer's clean-up races the pool finishing the task), and leasing it would keep its
+    job away from the reaper for as long as the request object lives (minutes, measured)."""
+    now = time.time() if now is None else now
+    requests = {r.id: r for r in [*reserved, *active]}
+    started = {r.id: r for r in requests.values() if getattr(r, "time_start", None)}
+    held = [job_id for job_id in requests if job_id not in started]
+    recent = [i for i, r in started.items() if now - float(r.time_start) < START_GRACE]
+    held += recent
+    claims: dict[str, str] = {}
+    for job_id, request in started.items():
+        if job_id in recent:
+            continue
         try:
-            status = Path(f"/proc/{proc}/status").read_text()
-        except OSError:
-            continue  # a child that just exited
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total_kib += int(line.split()[1])
-    return round(total_kib / 1024, 1)
+            claims[job_id] = keys.claim(ResultKey.parse(str((request.kwargs or {})["key"])))
+        except (KeyError, ValueError, TypeError):
+            held.append(job_id)  # not one of ours: keep the old rule
+    if claims:
+        pipe = client.pipeline()
+        for name in claims.values():
+            pipe.exists(name)
+        held += [i for i, alive in zip(claims, pipe.execute(), strict=True) if alive]
+    return held
 
 
-class Heartbeat:
-    """Runs in a worker's main process: renews its jobs' leases and reaps dead workers' jobs."""
+def _leased(client: redis.Redis[bytes], now: float) -> set[str]:
+    return {raw.decode() for raw in client.zrangebyscore(keys.LEASES, now, "+inf")}
 
-    def __init__(self, app: Celery, store: RedisStore) -> None:
-        self.app = app
-        self.store = store
-        self._stop = threading.Event()
-        self._started_at = time.time()
-        self._announced: dict[str, Any] = {}
-        self._thread = threading.Thread(target=self._run, name="mcp-media-heartbeat", daemon=True)
 
-    def start(self) -> None:
-        # Announce at once (before the worker logs "ready."), so that a client waiting for
-        # a job already sees who serves its queue.
-        try:
-            self._announce()
-        except Exception:
-            log.warning("could not announce this worker; the heartbeat retries", exc_info=True)
-        self._thread.start()
+def _queued(client: redis.Redis[bytes], queue: str, wanted: set[str]) -> set[str]:
+    """Which of `wanted` have a message waiting in `queue` (kombu's Redis list)."""
+    found: set[str] = set()
+    start, chunk = 0, 1000
+    while found != wanted:
+        raws = client.lrange(queue, start, start + chunk - 1)
+        for raw in raws:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                job_id = json.loads(raw)["headers"]["id"]
+                if job_id in wanted:
+                    found.add(job_id)
+        if len(raws) < chunk:
+            break
+        start += chunk
+    return found
 
-    def lease(self, job_id: str) -> None:
-        try:
-            renew_leases(self.store.redis, [job_id])
-        except redis.RedisError:
-            log.warning("could not lease job %s", job_id, exc_info=True)
 
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _announce(self) -> None:
-        """Register this worker (queues, pool, processes, threads, how busy) in keys.WORKERS:
-        `mcp-media status` and the client (who serves which queue) read it from there."""
-        info = self.app.conf.mcp_media_worker
-        busy = _busy()
-        announcement = {
-            **info,
-            "started_at": info.get("started_at", self._started_at),
-            **busy,
-            "rss_mib": rss_mib(os.getpid()),
-            "seen": self.store.now(),  # the broker's clock, as readers compare with it
-        }
-        self.store.redis.hset(keys.WORKERS, info["name"], json.dumps(announcement))
-        self._announced = busy
-
-    def forget(self) -> None:
-        self.store.redis.hdel(keys.WORKERS, self.app.conf.mcp_media_worker["name"])
-
-    def _run(self) -> None:
-        from celery.worker import state
-
-        last_beat = time.monotonic()
-        while not self._stop.wait(BUSY_CHECK_SECONDS):
-            try:
-                if time.monotonic() - last_beat < HEARTBEAT_SECONDS:
-                    if _busy() != self._announced:
-                        self._announce()
-                    continue
-                last_beat = time.monotonic()
-                self._announce()
-                held = [r.id for r in list(state.reserved_requests) + list(state.active_requests)]
-                renew_leases(self.store.redis, held)
-                reap(self.app, self.store)
-            except Exception:  # the broker may be restarting: try again next beat
-                log.warning("heartbeat failed", exc_info=True)
+def sweep(
+    app: Celery,
+    store: RedisStore,
+    grace: float = SWEEP_GRACE,
+    now: float | None = None,
+    settle: float = SETTLE_SECONDS,
+) -> list[str]:
+    """Re-send journalled jobs nobody will deliver: no finished result, no message waiting
+    in their queue, no live lease, for `grace` seconds. Drop the entries of finished jobs."""
+    journal = Journal.of(store)
+    now = time.time() if now is None else now
+    stale = [e for e in journal.entries() if now - e.touched >= grace]
+    if not stale or not broker_settled(store.redis, settle):
+        return []
+    open_jobs = []
+    for entry in stale:
+        if _settled(store, entry.job_id, entry.body):
+            journal.remove(entry.job_id)
+        else:
+            open_jobs.append(entry)
+    if not open_jobs:
+        return []
+    # Leases before and after the queues: a message popped in between is leased by then.
+    held = _leased(store.redis, now)
+    by_queue: dict[str, set[str]] = {}
+    for entry in open_jobs:
+        if entry.job_id not in held:
+            by_queue.setdefault(entry.body["queue"], set()).add(entry.job_id)
+    queued = set().union(*(_queued(store.redis, q, ids) for q, ids in by_queue.items()))
+    held |= _leased(store.redis, time.time())
+    resent = []
+    for entry in open_jobs:
+        if entry.job_id in held or entry.job_id in queued:
+            continue
+        _resend(app, store, entry.job_id, entry.body)
+        journal.touch(entry.job_id)
+        log.warning(
+            "re-sent job %s: submitted, not finished, not queued and held by no worker",
+            entry.job_id,
+        )
+        resent.append(entry.job_id)
+    return resent

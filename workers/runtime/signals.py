@@ -81,13 +81,13 @@ def _on_process_init(app: Celery) -> None:
 _heartbeat: Any = None
 
 
-def _start_heartbeat(app: Celery) -> None:
+def _start_heartbeat(app: Celery, consumer: Any = None) -> None:
     global _heartbeat
-    from workers.runtime.recovery import Heartbeat
+    from workers.runtime.heartbeat import Heartbeat
     from workers.store import redis_store
 
     settings = app.conf.mcp_media_settings
-    _heartbeat = Heartbeat(app, redis_store(settings, app.conf.broker_url))
+    _heartbeat = Heartbeat(app, redis_store(settings, app.conf.broker_url), consumer)
     _heartbeat.start()
 
 
@@ -113,7 +113,8 @@ def connect(app: Celery) -> None:
     if _connected:
         return
     _connected = True
-    worker_ready.connect(lambda sender=None, **_: _start_heartbeat(app), weak=False)
+    # The sender is the worker's consumer: the heartbeat restarts it if it stops consuming.
+    worker_ready.connect(lambda sender=None, **_: _start_heartbeat(app, sender), weak=False)
     after_setup_logger.connect(_on_logger, weak=False)
     after_setup_task_logger.connect(_on_logger, weak=False)
     task_prerun.connect(_on_prerun, weak=False)

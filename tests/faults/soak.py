@@ -1,0 +1,157 @@
+"""The fault scenarios in sequence on ONE cluster, N rounds, with every core burned.
+
+    python -m tests.faults.soak --rounds 10      (what `make soak` runs)
+
+One node: one embedded redis-server, one vision worker and one STT worker (production code
+plus the poison task), one fake OpenAI server. Each round runs node loss, child SIGKILL,
+a poison job, a clean Redis restart and a SIGKILL of redis-server, each on inputs no earlier
+round used, each on whatever the scenarios before it left behind (workers that lived
+through broker restarts, leases, unacked messages, dead letters). One busy-looping process
+per core runs for the whole soak (started and stopped by PID here).
+
+Prints one line per scenario per round and a total line; exits 1 if any job was lost or any
+key stored more than one result, 2 if a scenario could not run to its end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.faults import scenarios
+from tests.faults.scenarios import CpuBurners, Outcome
+from tests.support.cluster import ROOT, Cluster
+from tests.support.fake_openai import FakeOpenAI
+from workers.broker import ensure_embedded, stop_embedded
+from workers.provisioning.models import prepare
+
+REPORT = ROOT / "tests" / "faults" / "soak_last_run.jsonl"
+
+
+def models_home() -> Path:
+    chosen = os.environ.get("MCP_MEDIA_TEST_HOME") or os.environ.get("MCP_MEDIA_HOME")
+    home = Path(chosen) if chosen else ROOT / ".home"
+    info = prepare(home, log=lambda message: print(f"[models] {message}", file=sys.stderr))
+    return info[0].path.parent.parent
+
+
+def diagnose(cluster: Cluster) -> None:
+    """What the broker and the workers hold when a job is missing (to stderr)."""
+    import redis
+
+    from workers import keys
+    from workers.journal import Journal
+    from workers.store import redis_store
+
+    with redis.Redis.from_url(cluster.broker.url) as r:
+        state = {
+            "queues": {q: r.llen(q) for q in ("vision", "stt", "tts")},
+            "unacked": r.hlen("unacked"),
+            "leases": r.zcard(keys.LEASES),
+        }
+    store = redis_store(cluster.settings(), cluster.broker.url)
+    state["journal"] = sum(1 for _ in Journal.of(store).entries())
+    store.redis.close()
+    print(f"diagnosis: {state}", file=sys.stderr)
+    for worker in cluster.workers:
+        if worker.proc.poll() is None:
+            tail = worker.text()[-3000:]
+            print(f"--- {worker.log} (pid {worker.proc.pid})\n{tail}", file=sys.stderr)
+
+
+def run(rounds: int, burners: int, workdir: Path) -> int:
+    home = workdir / "home"
+    home.mkdir()
+    (home / "models").symlink_to(models_home() / "models")
+    spoken = scenarios.spoken_sentences(home)
+    broker = ensure_embedded(home)
+    totals: dict[str, float] = dict.fromkeys(
+        ("submitted", "completed", "dead_lettered", "failed", "lost", "duplicated"), 0
+    )
+    worst = 0.0
+    broken = 0
+    REPORT.write_text("")
+    with FakeOpenAI() as fake, CpuBurners(burners) as burn:
+        print(f"soak: rounds={rounds} burners={burn.count} pids={burn.pids} home={home}")
+        cluster = Cluster(home, broker, fake)
+        try:
+            for r in range(1, rounds + 1):
+                steps: list[tuple[str, Callable[[int], Outcome]]] = [
+                    ("node_loss", lambda t: scenarios.node_loss(cluster, spoken, workdir, t)),
+                    (
+                        "child_sigkill",
+                        lambda t: scenarios.child_sigkill(cluster, spoken, workdir, t),
+                    ),
+                    ("poison_job", lambda t: scenarios.poison_job(cluster, spoken, workdir, t)),
+                    (
+                        "redis_restart",
+                        lambda t: scenarios.redis_restart(cluster, workdir, t, hard=False),
+                    ),
+                    (
+                        "redis_kill9",
+                        lambda t: scenarios.redis_restart(cluster, workdir, t, hard=True),
+                    ),
+                ]
+                for index, (name, step) in enumerate(steps):
+                    tag = r * 10 + index
+                    try:
+                        result = step(tag)
+                    except Exception:
+                        broken += 1
+                        print(f"round={r} scenario={name} error:", file=sys.stderr)
+                        traceback.print_exc()
+                        continue
+                    print(f"round={r} {result.line()}", flush=True)
+                    if result.lost:
+                        diagnose(cluster)
+                    with REPORT.open("a") as out:
+                        out.write(json.dumps({"round": r, **result.to_json()}) + "\n")
+                    for field in totals:
+                        totals[field] += getattr(result, field)
+                    worst = max(worst, result.max_latency)
+        finally:
+            cluster.stop()
+            stop_embedded(home)
+    print(
+        f"total rounds={rounds} scenarios={rounds * 5 - broken} errors={broken} "
+        + " ".join(f"{k}={int(v)}" for k, v in totals.items())
+        + f" max_latency={worst:.1f}s burners={burners}",
+        flush=True,
+    )
+    if totals["lost"] or totals["duplicated"]:
+        return 1
+    return 2 if broken else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.faults.soak", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--burners", type=int, default=os.cpu_count() or 1, help="busy processes (default: cores)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="mcp-media-soak-"))
+    code = 2
+    try:
+        code = run(args.rounds, args.burners, workdir)
+    finally:
+        if args.keep or code != 0:
+            print(f"soak: work folder kept (logs): {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(f"soak: {time.monotonic() - started:.0f} s")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
