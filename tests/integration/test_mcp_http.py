@@ -3,6 +3,7 @@ official SDK client and plain HTTP requests against a real server process."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -28,6 +29,18 @@ def free_port() -> int:
         return port
 
 
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+    raise AssertionError(f"nothing listens on {port}:\n{log.read_text()[-2000:]}")
+
+
 @pytest.fixture
 def http_door(cluster: Cluster) -> Iterator[tuple[str, str]]:
     port = free_port()
@@ -43,14 +56,7 @@ def http_door(cluster: Cluster) -> Iterator[tuple[str, str]]:
             stderr=out,
         )
     token_file = Path(cluster.home) / "mcp-token"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.1)
+    wait_for_port(port, proc, log)
     assert token_file.stat().st_mode & 0o777 == 0o600
     try:
         yield f"http://127.0.0.1:{port}/mcp", token_file.read_text().strip()
@@ -115,3 +121,59 @@ def test_non_loopback_without_a_token_is_refused_at_start(cluster: Cluster) -> N
     )
     assert proc.returncode == 2
     assert "without a token" in proc.stderr
+
+
+def test_proxy_over_http_aggregates_a_remote_upstream_with_headers(
+    cluster: Cluster, http_door: tuple[str, str], tmp_path: Path
+) -> None:
+    """A remote streamable-HTTP upstream (headers from the config) and a stdio one behind one
+    proxy, itself served over streamable HTTP with its own token."""
+    url, token = http_door
+    config = tmp_path / "servers.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "remote": {
+                        "url": url,
+                        "type": "streamable-http",
+                        "headers": {"Authorization": f"Bearer {token}"},
+                    },
+                    "drive": {
+                        "command": sys.executable,
+                        "args": ["-m", "tests.support.mcp_upstream", "--name", "drive"],
+                    },
+                }
+            }
+        )
+    )
+    port = free_port()
+    proxy_token = "proxy-token-0123456789"
+    log = tmp_path / "proxy.log"
+    argv = ["proxy", "--inline", "--config", str(config), "--http", f"127.0.0.1:{port}"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli.main", *argv, "--token", proxy_token],
+            cwd=ROOT,
+            env=cluster.env(PYTHONPATH=str(ROOT)),
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )
+    try:
+        wait_for_port(port, proc, log)
+
+        async def scenario() -> None:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {proxy_token}"})
+            target = f"http://127.0.0.1:{port}/mcp"
+            async with http, Client(streamable_http_client(target, http_client=http)) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                assert {"remote__media_status", "drive__who", "drive__screenshot"} <= names
+                status = await client.call_tool("remote__media_status", {})
+                assert status.structured_content == {"mode": "inline", "queues": {}}
+                who = await client.call_tool("drive__who", {})
+                assert [b.text for b in who.content if hasattr(b, "text")] == ["drive"]
+
+        anyio.run(scenario)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

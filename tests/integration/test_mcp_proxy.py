@@ -266,3 +266,19 @@ def test_hostile_upstream_cannot_stop_the_proxy(cluster: Cluster) -> None:
             assert texts(await client.call_tool("who", {})) == ["upstream"]
 
     run(scenario)
+
+
+def test_cancellation_reaches_the_upstream(cluster: Cluster, tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled"
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", *wrap()) as client:
+            with anyio.move_on_after(3):
+                await client.call_tool("hang_until_cancelled", {"marker": str(marker)})
+            with anyio.move_on_after(30):
+                while not marker.exists():
+                    await anyio.sleep(0.1)
+            assert texts(await client.call_tool("who", {})) == ["upstream"]
+
+    run(scenario)
+    assert marker.read_text() == "cancelled"

@@ -66,6 +66,17 @@ async def hang() -> str:
 
 
 @server.tool()
+async def hang_until_cancelled(marker: str) -> str:
+    """Never answers; writes `marker` when its call is cancelled."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.Path(marker).write_text("cancelled")
+    return "unreachable"
+
+
+@server.tool()
 def garbage() -> str:
     """Writes lines that are not JSON-RPC on the protocol stream, then answers."""
     sys.stdout.write('this is not json\n{"jsonrpc": "2.0", "id": "nobody"}\n')
