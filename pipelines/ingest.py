@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import render
+from pipelines.audio_headers import HEADER_BYTES, wav_problem
 from pipelines.blocks import (
     AudioBlock,
     Block,
@@ -23,7 +24,7 @@ from pipelines.blocks import (
 from pipelines.cache import BlobError, MediaCache
 from pipelines.media import Capability, JobRequest, Marker, MarkerReason, MediaKind, StoredBlob
 from pipelines.render import RenderedResult
-from pipelines.sniff import Format, ImageCheckError, verify_image
+from pipelines.sniff import WAV, Format, ImageCheckError, sniff_audio, verify_image
 
 JOB_FOR_KIND: Mapping[MediaKind, Capability] = {
     MediaKind.IMAGE: Capability.VISION_SUMMARIZE,
@@ -94,7 +95,9 @@ class _Ingestion:
                 )
                 self._add_media(stored)
             case AudioBlock(data=data, mime=mime):
-                stored = self.cache.store_base64(data, MediaKind.AUDIO, mime=mime)
+                stored = self.cache.store_base64(
+                    data, MediaKind.AUDIO, mime=mime, validate=validate_audio
+                )
                 self._add_media(stored)
             case EmbeddedText(uri=uri, text=text):
                 self.lines.append(render.clean_text(text) if text else render.empty_resource(uri))
@@ -131,6 +134,21 @@ def validate_image(path: Path, head: bytes) -> Format:
         return verify_image(path, head)
     except ImageCheckError as exc:
         raise BlobError(MarkerReason.NOT_IMAGE, str(exc)) from None
+
+
+def validate_audio(path: Path, head: bytes) -> Format:
+    """A known audio container whose header (WAV: channels, rate, block align) is sane."""
+    fmt = sniff_audio(head)
+    if fmt is None:
+        raise BlobError(MarkerReason.NOT_AUDIO, "not audio: no known audio container signature")
+    if fmt is WAV:
+        with path.open("rb") as fh:
+            problem = wav_problem(fh.read(HEADER_BYTES), path.stat().st_size)
+        if problem:
+            raise BlobError(
+                MarkerReason.NOT_AUDIO, f"not audio: refused before decoding: {problem}"
+            )
+    return fmt
 
 
 def _block_type(block: Block) -> str:

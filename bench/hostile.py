@@ -1,0 +1,142 @@
+"""Time and peak memory of every hostile decoder input of issue 14, each in a fresh process.
+
+    python -m bench.hostile [--src DIR] [--timeout S] [--only NAME ...]
+
+For each input a new interpreter imports the project (from `--src` when given: measure
+another checkout with the same builders), records its RSS, runs the stage and prints the
+wall time, the extra peak RSS of the process and of its children over that starting RSS,
+and what the stage said. `ingest` runs `pipelines.ingest` on a tool result with one block,
+`vision` runs `load_image` (what a vision job decodes), `stt` runs `decode_audio`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.corpus import build as b
+
+ROOT = Path(__file__).resolve().parents[1]
+
+INPUTS: dict[str, tuple[str, Callable[[], bytes], str]] = {
+    # name: (stage, bytes, claimed MIME type)
+    "jpeg_progressive_3000_scans": ("ingest", b.progressive_jpeg_scan_bomb, "image/jpeg"),
+    "jpeg_progressive_3000_scans_vision": ("vision", b.progressive_jpeg_scan_bomb, ""),
+    "tiff_tile_46336": ("ingest", b.tiff_tile_bomb, "image/tiff"),
+    "fits_gzip_32bit_as_png": ("ingest", b.gzip_fits, "image/png"),
+    "fits_gzip_16bit_as_png": ("ingest", lambda: b.gzip_fits(bits=16), "image/png"),
+    "eps_as_png": ("ingest", lambda: b.EPS, "image/png"),
+    "xpm_as_png": ("ingest", lambda: b.XPM, "image/png"),
+    "tga_as_png": ("ingest", b.tga, "image/png"),
+    "jpeg2000_8000_rgba16": ("ingest", b.jpeg2000_rgba16, "image/jp2"),
+    "webp_8000": ("ingest", b.big_webp, "image/webp"),
+    "webp_8000_vision": ("vision", b.big_webp, ""),
+    "avif_8000": ("ingest", b.big_avif, "image/avif"),
+    "png_3_5m_chunks": ("ingest", lambda: b.png_many_chunks(3_500_000), "image/png"),
+    "wav_1hz_block_align_33000": ("stt", b.wav_1hz_block_align, ""),
+    "wav_64_channels": ("stt", b.wav_64_channels, ""),
+}
+
+_CHILD = r"""
+import json, os, resource, sys, time
+from pathlib import Path
+
+def rss_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+stage, path, home = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+if stage == "ingest":
+    from pipelines import CacheLimits, MediaCache, ingest
+    payload = path.read_bytes()
+    cache = MediaCache(home / "cache", CacheLimits(max_blob_bytes=64 * 1024 * 1024))
+    def run():
+        out = ingest(payload, cache=cache)
+        if out.markers:
+            return f"{out.markers[0].reason.value}: {out.markers[0].message}"
+        return "stored " + ", ".join(m.path.suffix for m in out.media)
+elif stage == "vision":
+    from pipelines.imaging import load_image
+    def run():
+        try:
+            loaded = load_image(path, max_side=1568)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return f"decoded {loaded.image.size} {loaded.image.mode}"
+else:
+    from pipelines.speech.audio import decode_audio
+    def run():
+        try:
+            audio = decode_audio(path, 16000)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return f"decoded {audio.duration_s:.1f} s"
+before = rss_kib()
+started = time.monotonic()
+said = run()
+elapsed = time.monotonic() - started
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"seconds": round(elapsed, 2), "extra_rss_mib": round((peak - before) / 1024, 1),
+                  "child_extra_rss_mib": round(max(0, children - before) / 1024, 1) if children else 0,
+                  "said": said[:160]}))
+"""
+
+
+def measure(name: str, src: Path, timeout: float) -> dict[str, object]:
+    stage, make, mime = INPUTS[name]
+    data = make()
+    with tempfile.TemporaryDirectory(prefix="mcp-media-hostile-") as tmp:
+        path = Path(tmp) / "input.bin"
+        if stage == "ingest":
+            path.write_bytes(b.result(b.image(data, mime)))
+        else:
+            path.write_bytes(data)
+        env = dict(os.environ, PYTHONPATH=str(src), MCP_MEDIA_HOME=str(Path(tmp) / "home"))
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", _CHILD, stage, str(path), str(Path(tmp) / "home")],
+                capture_output=True,
+                timeout=timeout,
+                env=env,
+                cwd=tmp,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return {"input": name, "bytes": len(data), "killed_after_s": timeout}
+        if proc.returncode != 0:
+            tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+            return {
+                "input": name,
+                "bytes": len(data),
+                "exit": proc.returncode,
+                "seconds": round(time.monotonic() - started, 2),
+                "said": tail,
+            }
+        found: dict[str, object] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+        return {"input": name, "bytes": len(data), **found}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.hostile")
+    parser.add_argument("--src", type=Path, default=ROOT)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args(argv)
+    for name in args.only or list(INPUTS):
+        print(json.dumps(measure(name, args.src, args.timeout)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,164 @@
+"""Run one decode in a forked child under an address-space cap and a wall-clock budget.
+
+The child inherits the loaded Pillow (fork, no re-import), sets `RLIMIT_AS` to its current
+size plus the budget and `RLIMIT_CPU` to the time budget, runs the function and writes its
+answer back on a pipe: one JSON line and optional raw bytes, never a pickle, so a child
+whose decoder was subverted cannot make the parent run code. The parent waits at most the
+time budget, then kills the child. Crashes (SIGSEGV in a decoder), memory exhaustion and
+timeouts become `DecodeRefused` with a reason; the calling process never pays for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import select
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_TIMEOUT_S = 4.0
+DEFAULT_ADDRESS_SPACE = 512 * 1024 * 1024
+_MAX_REPLY = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeBudget:
+    """Per-decode limits. `isolate=False` runs in the calling process without caps."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    address_space: int = DEFAULT_ADDRESS_SPACE  # bytes the child may add to its own size
+    isolate: bool = True
+
+
+class DecodeRefused(Exception):
+    """The decode was stopped: `reason` is timeout, memory, crashed or error."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class ChildRefusal(Exception):
+    """Raised by a decode function to refuse with its own reason and message."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+# A decode function returns (a JSON-able dict, raw bytes) or raises.
+Decode = Callable[[], tuple[dict[str, Any], bytes]]
+
+
+def run_bounded(decode: Decode, budget: DecodeBudget) -> tuple[dict[str, Any], bytes]:
+    if not budget.isolate:
+        try:
+            return decode()
+        except MemoryError as exc:
+            raise DecodeRefused("memory", "decoding ran out of memory") from exc
+        except ChildRefusal as exc:
+            raise DecodeRefused(exc.reason, exc.message) from exc
+        except Exception as exc:
+            raise DecodeRefused("error", f"{type(exc).__name__}: {exc}") from exc
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; its effects are checked by the parent
+        os.close(read_fd)
+        _child(decode, budget, write_fd)
+    os.close(write_fd)
+    try:
+        data, timed_out = _read_reply(read_fd, budget.timeout_s)
+    finally:
+        os.close(read_fd)
+    if timed_out:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if timed_out:
+        raise DecodeRefused("timeout", f"decoding took longer than {budget.timeout_s:g} s")
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGXCPU:
+            raise DecodeRefused("timeout", f"decoding used more than {budget.timeout_s:g} s CPU")
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
+        raise DecodeRefused("crashed", f"the decoder crashed ({name})")
+    line, _, raw = data.partition(b"\n")
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        raise DecodeRefused("crashed", "the decoder gave no answer") from None
+    if not isinstance(reply, dict):
+        raise DecodeRefused("crashed", "the decoder gave no answer")
+    if "error" in reply:
+        raise DecodeRefused(str(reply.get("reason", "error")), str(reply["error"])[:500])
+    return reply, raw
+
+
+def _read_reply(fd: int, timeout_s: float) -> tuple[bytes, bool]:
+    deadline = time.monotonic() + timeout_s
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b"", True
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            return b"", True
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(parts), False
+        size += len(chunk)
+        if size > _MAX_REPLY:
+            return b"", True
+        parts.append(chunk)
+
+
+def _current_address_space() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _child(decode: Decode, budget: DecodeBudget, fd: int) -> None:  # pragma: no cover
+    code = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        cpu = int(budget.timeout_s) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        limit = _current_address_space() + budget.address_space
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            reply, raw = decode()
+            payload = json.dumps(reply).encode() + b"\n" + raw
+        except MemoryError:
+            payload = _error("memory", "decoding needs more memory than the budget allows")
+        except ChildRefusal as exc:
+            payload = _error(exc.reason, exc.message)
+        except Exception as exc:
+            payload = _error("error", f"{type(exc).__name__}: {exc}")
+        view = memoryview(payload)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _error(reason: str, message: str) -> bytes:
+    return json.dumps({"error": message[:500], "reason": reason}).encode() + b"\n"
