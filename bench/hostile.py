@@ -4,7 +4,8 @@
 
 For each input a new interpreter imports the project (from `--src` when given: measure
 another checkout with the same builders), records its RSS, runs the stage and prints the
-wall time, the extra peak RSS of the process and of its children over that starting RSS,
+wall time, the extra peak RSS (VmHWM) of the process and of its decoder child over that
+starting RSS,
 and what the stage said. `ingest` runs `pipelines.ingest` on a tool result with one block,
 `vision` runs `load_image` (what a vision job decodes), `stt` runs `decode_audio`.
 """
@@ -48,11 +49,18 @@ _CHILD = r"""
 import json, os, resource, sys, time
 from pathlib import Path
 
-def rss_kib():
+def status_kib(key):
     for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1])
     return 0
+
+def child_peak_kib():
+    try:
+        from pipelines import bounded
+    except ImportError:
+        return 0
+    return bounded.last_child_peak_kib[0]
 
 stage, path, home = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 if stage == "ingest":
@@ -80,14 +88,14 @@ else:
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
         return f"decoded {audio.duration_s:.1f} s"
-before = rss_kib()
+before = status_kib("VmRSS")
 started = time.monotonic()
 said = run()
 elapsed = time.monotonic() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+peak = status_kib("VmHWM")  # this process's peak since exec (ru_maxrss survives exec)
+child = child_peak_kib()  # the bounded decoder child's own VmHWM, when there was one
 print(json.dumps({"seconds": round(elapsed, 2), "extra_rss_mib": round((peak - before) / 1024, 1),
-                  "child_extra_rss_mib": round(max(0, children - before) / 1024, 1) if children else 0,
+                  "child_extra_rss_mib": round(max(0, child - before) / 1024, 1) if child else 0,
                   "said": said[:160]}))
 """
 

@@ -24,6 +24,8 @@ from typing import Any
 DEFAULT_TIMEOUT_S = 4.0
 DEFAULT_ADDRESS_SPACE = 512 * 1024 * 1024
 _MAX_REPLY = 64 * 1024 * 1024
+# The peak RSS (VmHWM, KiB) the last child reported: for benchmarks, not for decisions.
+last_child_peak_kib: list[int] = [0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +98,10 @@ def run_bounded(decode: Decode, budget: DecodeBudget) -> tuple[dict[str, Any], b
         raise DecodeRefused("crashed", "the decoder gave no answer") from None
     if not isinstance(reply, dict):
         raise DecodeRefused("crashed", "the decoder gave no answer")
+    peak = reply.pop("_peak_kib", 0)
+    last_child_peak_kib[0] = peak if isinstance(peak, int) else 0
     if "error" in reply:
+        last_child_peak_kib[0] = int(reply.get("_peak_kib") or 0)
         raise DecodeRefused(str(reply.get("reason", "error")), str(reply["error"])[:500])
     return reply, raw
 
@@ -143,7 +148,7 @@ def _child(decode: Decode, budget: DecodeBudget, fd: int) -> None:  # pragma: no
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         try:
             reply, raw = decode()
-            payload = json.dumps(reply).encode() + b"\n" + raw
+            payload = json.dumps({**reply, "_peak_kib": _peak_kib()}).encode() + b"\n" + raw
         except MemoryError:
             payload = _error("memory", "decoding needs more memory than the budget allows")
         except ChildRefusal as exc:
@@ -161,4 +166,16 @@ def _child(decode: Decode, budget: DecodeBudget, fd: int) -> None:  # pragma: no
 
 
 def _error(reason: str, message: str) -> bytes:
-    return json.dumps({"error": message[:500], "reason": reason}).encode() + b"\n"
+    reply = {"error": message[:500], "reason": reason, "_peak_kib": _peak_kib()}
+    return json.dumps(reply).encode() + b"\n"
+
+
+def _peak_kib() -> int:
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

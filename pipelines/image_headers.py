@@ -88,7 +88,7 @@ _OTHER_SIGNATURES: tuple[tuple[int, bytes, str], ...] = (
     (0, b"\x1f\x8b", "gzip"),
     (0, b"/* XPM */", "XPM"),
     (0, b"\x00\x00\x01\x00", "ICO"),
-    (0, b"\x00\x00\x02\x00", "CUR"),
+    (0, b"\x00\x00\x02\x00", "CUR or TGA"),
     (0, b"\x00\x00\x00\x0cjP  ", "JPEG 2000"),
     (0, b"\xff\x4f\xff\x51", "JPEG 2000 codestream"),
     (0, b"8BPS", "PSD"),

@@ -76,6 +76,8 @@ class Expect(TypedDict, total=False):
     setup: str  # a hostile cache state the test plants before ingesting
     cli: list[CliExpect]  # also run the real CLI on this payload
     max_seconds: float
+    max_rss_mib: int  # extra peak RSS of a fresh process ingesting it (and of its decoder child)
+    max_blob_bytes: int  # a blob limit other than MAX_BLOB_BYTES for this case
     structured_depth: int
 
 
@@ -428,7 +430,7 @@ def wav_1hz_block_align() -> bytes:
 
 
 def wav_64_channels() -> bytes:
-    return wav_header(channels=64, rate=16000, block_align=128, data=b"\x00\x01" * 64 * 800)
+    return wav_header(channels=64, rate=16000, block_align=128, data=b"\x00\x01" * 64 * 100)
 
 
 PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
@@ -929,6 +931,156 @@ def _audio_case(name: str, why: str, data: bytes, mime: str) -> None:
 _audio_case("audio_is_png", "PNG bytes labelled audio/wav", png(seed=51), "audio/wav")
 _audio_case("audio_is_html", "an HTML page labelled audio/mpeg", HTML_PAGE, "audio/mpeg")
 _audio_case("audio_empty", "a 0-byte audio clip", b"", "audio/ogg")
+
+
+# Hostile decoders (issue 14): each refused or decoded within 5 s and 512 MiB at ingest.
+HOSTILE_SECONDS = 5.0
+HOSTILE_RSS_MIB = 512
+
+
+def _hostile_image(
+    name: str,
+    why: str,
+    data: Callable[[], bytes],
+    mime: str = "image/png",
+    says: str = "",
+    generated: bool = False,
+    **more: Any,
+) -> None:
+    expect: Expect = {
+        "why": why,
+        "markers": [marker(0, "not_image")],
+        "lines": 1,
+        "max_seconds": HOSTILE_SECONDS,
+        "max_rss_mib": HOSTILE_RSS_MIB,
+    }
+    if says:
+        expect["text_has"] = [says]
+    if generated:
+        expect["generated"] = True
+    expect.update(more)  # type: ignore[typeddict-item]
+    case(name, expect)(lambda: result(image(data(), mime)))
+
+
+_hostile_image(
+    "jpeg_progressive_3000_scans",
+    "a progressive JPEG declaring 8000x8000 with 3,000 refinement scans (48 s before)",
+    progressive_jpeg_scan_bomb,
+    "image/jpeg",
+    "scans (progressive scan bomb)",
+)
+_hostile_image(
+    "jpeg_progressive_65_scans",
+    "a 64x64 progressive JPEG with 65 scans: one over the scan limit",
+    lambda: progressive_jpeg_scan_bomb(side=64, scans=65 - 6),
+    "image/jpeg",
+    "more than 64 scans",
+)
+_hostile_image(
+    "tiff_tile_46336",
+    "a 16x16 TIFF whose one deflate tile is declared 46336x46336 (2 GB before)",
+    tiff_tile_bomb,
+    "image/tiff",
+    "MiB budget",
+)
+_hostile_image(
+    "fits_gzip_32bit_as_png",
+    "a GZIP_1 tile-compressed FITS 8000x8000 of 32-bit pixels, labelled image/png",
+    gzip_fits,
+    says="format not allowed: FITS",
+    generated=True,
+)
+_hostile_image(
+    "fits_gzip_16bit_as_png",
+    "the 16-bit variant (was stored as .fits)",
+    lambda: gzip_fits(bits=16),
+    says="format not allowed: FITS",
+    generated=True,
+)
+_hostile_image(
+    "eps_as_png",
+    "PostScript labelled image/png: Ghostscript is never looked for nor run",
+    lambda: EPS,
+    says="format not allowed: PostScript/EPS",
+)
+_hostile_image("xpm_as_png", "an XPM (was stored)", lambda: XPM, says="format not allowed: XPM")
+_hostile_image("tga_as_png", "a TGA (was stored)", tga, says="format not allowed")
+_hostile_image("ico_as_png", "an ICO: outside the allowlist", ico, says="format not allowed: ICO")
+_hostile_image(
+    "jpeg2000_8000_rgba16",
+    "a 313-byte JPEG 2000 declaring 8000x8000 RGBA 16-bit (1.7 GB before)",
+    jpeg2000_rgba16,
+    "image/jp2",
+    "format not allowed: JPEG 2000",
+)
+_hostile_image(
+    "webp_8000",
+    "a 2.5 KB lossless WebP of 8000x8000 (1 GB before)",
+    big_webp,
+    "image/webp",
+    "MiB budget",
+)
+_hostile_image(
+    "avif_8000",
+    "a 1 KB AVIF of 8000x8000 (1.3 GB before)",
+    big_avif,
+    "image/avif",
+    "MiB budget",
+)
+_hostile_image(
+    "png_80000_empty_chunks",
+    "a 1x1 PNG with 80,000 empty chunks (under the blob limit)",
+    lambda: png_many_chunks(80_000),
+    says="more than 20000 chunks",
+    generated=True,
+)
+_hostile_image(
+    "png_3_5m_empty_chunks",
+    "a 1x1 PNG with 3.5 M empty chunks, 42 MB (32 s and 1.2 GB before)",
+    lambda: png_many_chunks(3_500_000),
+    says="more than 20000 chunks",
+    generated=True,
+    max_blob_bytes=64 * 1024 * 1024,
+)
+
+
+@case(
+    "webp_4000_is_decoded",
+    {
+        "why": "a 4000x4000 WebP is within the budget: decoded in the bounded child and stored",
+        "generated": True,
+        "media": [{"kind": "image", "suffix": ".webp", "mime": "image/webp", "size_of_block": 0}],
+        "max_seconds": HOSTILE_SECONDS,
+        "max_rss_mib": HOSTILE_RSS_MIB,
+    },
+)
+def _webp_4000() -> bytes:
+    return result(image(big_webp(4000), "image/webp"))
+
+
+def _hostile_audio(name: str, why: str, data: Callable[[], bytes], says: str) -> None:
+    expect: Expect = {
+        "why": why,
+        "markers": [marker(0, "not_audio")],
+        "lines": 1,
+        "text_has": [says],
+        "max_seconds": HOSTILE_SECONDS,
+    }
+    case(name, expect)(lambda: result(audio(data())))
+
+
+_hostile_audio(
+    "wav_1hz_block_align_33000",
+    "a WAV at 1 Hz with block_align 33,000 (2.27 GB in STT before)",
+    wav_1hz_block_align,
+    "sample rate 1 Hz",
+)
+_hostile_audio(
+    "wav_64_channels",
+    'a WAV with 64 channels ("cannot resample audio" in STT before)',
+    wav_64_channels,
+    "64 channels",
+)
 
 
 # Documents are stored as they are: never expanded, never parsed.
