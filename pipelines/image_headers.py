@@ -37,6 +37,7 @@ MAX_JPEG_SCANS = 64
 MAX_JPEG_SEGMENTS = 2_000
 MAX_TIFF_ENTRIES = 512
 MAX_BITS_PER_SAMPLE = 16
+MAX_TIFF_BITS = 32  # float and 32-bit integer samples
 MAX_CHANNELS = 5
 
 
@@ -163,10 +164,11 @@ def _checked(h: ImageHeader) -> ImageHeader:
     return h
 
 
-def _bits(format_: str, bits: int) -> int:
-    if bits <= 0 or bits > MAX_BITS_PER_SAMPLE:
-        raise HeaderRefused(f"{format_} bit depth {bits} is outside 1-{MAX_BITS_PER_SAMPLE}")
-    return 1 if bits <= 8 else 2
+def _bits(format_: str, bits: int, most: int = MAX_BITS_PER_SAMPLE) -> int:
+    """Bytes a decoded sample takes, for a bit depth within 1-`most`."""
+    if bits <= 0 or bits > most:
+        raise HeaderRefused(f"{format_} bit depth {bits} is outside 1-{most}")
+    return (bits + 7) // 8
 
 
 # PNG: IHDR, then every chunk header (length + type) up to IEND, without reading data.
@@ -347,7 +349,7 @@ def _tiff(data: bytes) -> ImageHeader:
     samples = tags.get(277, [1])[0]
     if samples < 1 or samples > MAX_CHANNELS:
         raise HeaderRefused(f"tiff with {samples} samples per pixel")
-    sample = _bits("tiff", bits)
+    sample = _bits("tiff", bits, MAX_TIFF_BITS)
     pixel = samples * sample
     canvas = width * height * max(pixel, 4)
     buffer = 0
