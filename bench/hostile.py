@@ -135,12 +135,60 @@ def measure(name: str, src: Path, timeout: float) -> dict[str, object]:
         return {"input": name, "bytes": len(data), **found}
 
 
+def isolation_cost(runs: int = 30, ballast_mib: int = 0) -> list[dict[str, object]]:
+    """Median ms per image of verify_image and load_image, in-process vs in the forked child;
+    `ballast_mib` of touched memory stands for a caller that already holds models."""
+    import statistics
+
+    from pipelines.bounded import DecodeBudget
+    from pipelines.imaging import load_image
+    from pipelines.sniff import verify_image
+
+    ballast = bytearray(ballast_mib * 1024 * 1024)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    images = {
+        "png_16x12": b.png(),
+        "jpeg_64x48": b.jpeg(),
+        "png_1000x800_noise": b.noisy_png((1000, 800), 1),
+        "webp_4000": b.big_webp(4000),
+    }
+    rows: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="mcp-media-isolation-") as tmp:
+        for name, data in images.items():
+            path = Path(tmp) / name
+            path.write_bytes(data)
+            row: dict[str, object] = {"image": name, "ballast_mib": ballast_mib}
+            for isolate in (False, True):
+                budget = DecodeBudget(isolate=isolate)
+                for stage in ("verify", "load"):
+                    times = []
+                    for _ in range(runs):
+                        started = time.perf_counter()
+                        if stage == "verify":
+                            verify_image(path, data[:64], budget=budget)
+                        else:
+                            load_image(path, max_side=1568, budget=budget)
+                        times.append((time.perf_counter() - started) * 1000)
+                    key = f"{stage}_{'forked' if isolate else 'in_process'}_ms"
+                    row[key] = round(statistics.median(times), 2)
+            rows.append(row)
+    del ballast
+    return rows
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hostile")
     parser.add_argument("--src", type=Path, default=ROOT)
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--isolation", action="store_true", help="measure the fork's cost")
     args = parser.parse_args(argv)
+    if args.isolation:
+        for ballast in (0, 1024):
+            for row in isolation_cost(ballast_mib=ballast):
+                print(json.dumps(row), flush=True)
+        return 0
     for name in args.only or list(INPUTS):
         print(json.dumps(measure(name, args.src, args.timeout)), flush=True)
     return 0

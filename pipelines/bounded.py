@@ -23,6 +23,9 @@ from typing import Any
 
 DEFAULT_TIMEOUT_S = 4.0
 DEFAULT_ADDRESS_SPACE = 512 * 1024 * 1024
+# Smaller decodes (by the header's estimate) run in the calling process: the header limits
+# already bound them, and a fork costs more than decoding them (SECURITY.md has figures).
+DEFAULT_ISOLATE_ABOVE = 8 * 1024 * 1024
 _MAX_REPLY = 64 * 1024 * 1024
 # The peak RSS (VmHWM, KiB) the last child reported: for benchmarks, not for decisions.
 last_child_peak_kib: list[int] = [0]
@@ -30,11 +33,13 @@ last_child_peak_kib: list[int] = [0]
 
 @dataclass(frozen=True, slots=True)
 class DecodeBudget:
-    """Per-decode limits. `isolate=False` runs in the calling process without caps."""
+    """Per-decode limits. `isolate=False` runs every decode in the calling process, uncapped;
+    otherwise decodes estimated above `isolate_above` bytes run in the capped child."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     address_space: int = DEFAULT_ADDRESS_SPACE  # bytes the child may add to its own size
     isolate: bool = True
+    isolate_above: int = DEFAULT_ISOLATE_ABOVE
 
 
 class DecodeRefused(Exception):
@@ -59,8 +64,13 @@ class ChildRefusal(Exception):
 Decode = Callable[[], tuple[dict[str, Any], bytes]]
 
 
-def run_bounded(decode: Decode, budget: DecodeBudget) -> tuple[dict[str, Any], bytes]:
-    if not budget.isolate:
+def run_bounded(
+    decode: Decode, budget: DecodeBudget, estimate: int | None = None
+) -> tuple[dict[str, Any], bytes]:
+    """Run `decode` in the capped child, or in-process when `estimate` (the bytes the header
+    says the decoder allocates) is known and small."""
+    small = estimate is not None and estimate <= budget.isolate_above
+    if not budget.isolate or small:
         try:
             return decode()
         except MemoryError as exc:

@@ -124,6 +124,7 @@ def load_image(
         reply, raw = run_bounded(
             lambda: _decode_frame(path, header.pillow_format, max_side, max_pixels),
             budget or DecodeBudget(),
+            header.decode_bytes,
         )
     except DecodeRefused as exc:
         if exc.reason == "bomb":

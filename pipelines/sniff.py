@@ -174,7 +174,9 @@ def verify_image(
             "(decompression bomb)"
         )
     try:
-        run_bounded(lambda: _decode_check(path, header), budget or DecodeBudget())
+        run_bounded(
+            lambda: _decode_check(path, header), budget or DecodeBudget(), header.decode_bytes
+        )
     except DecodeRefused as exc:
         if exc.reason == "error":
             raise ImageCheckError(f"not an image: {exc.message}") from None

@@ -14,6 +14,7 @@ The corpus runs with a 1 MiB blob limit (`MAX_BLOB_BYTES`), so `too_large` stays
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import json
@@ -322,7 +323,7 @@ def gzip_fits(side: int = 8000, bits: int = 32) -> bytes:
     primary = _fits_header(
         [_fits_card("SIMPLE", "T"), _fits_card("BITPIX", "8"), _fits_card("NAXIS", "0")]
     )
-    packed = zlib.compress(b"\x00" * (side * side * bits // 8), 9)
+    packed = gzip.compress(b"\x00" * (side * side * bits // 8), compresslevel=9, mtime=0)
     ext = _fits_header(
         [
             _fits_card("XTENSION", "'BINTABLE'"),
@@ -338,7 +339,8 @@ def gzip_fits(side: int = 8000, bits: int = 32) -> bytes:
             _fits_card("ZNAXIS2", str(side)),
         ]
     )
-    return primary + ext + packed
+    table = b"\x00" * (8 * side)  # the binary table: Pillow's decoder skips it
+    return primary + ext + table + packed
 
 
 EPS = (

@@ -211,7 +211,8 @@ def test_dark_text_on_grey_is_not_called_blank_in_any_mode(mode: str, tmp_path: 
         assert blank_check(raw, tolerance=8) is None  # raw modes are normalised first
         plain = to_plain(raw)
     assert plain.mode in ("L", "LA", "RGB", "RGBA")
-    low, high = plain.convert("L").getextrema()  # type: ignore[misc]
+    low, high = plain.convert("L").getextrema()
+    assert isinstance(low, int | float) and isinstance(high, int | float)
     assert low < 60 and 120 < high < 200, (low, high)  # dark text, grey ground: not clipped
     loaded = load_image(path, max_side=1568)
     config = VisionConfig()
