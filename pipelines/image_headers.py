@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from PIL import features
+from PIL import Image, features
 
 # The allowlist: these containers and nothing else reach a Pillow plugin (Image.open is
 # always called with `formats=` from this table).
@@ -140,6 +140,9 @@ def read_header(data: bytes) -> ImageHeader:
     fmt = detect_format(data[:64])
     if fmt is None:
         raise HeaderRefused(f"format not allowed: {describe_unknown(data[:64])}")
+    # Import the plugins here, in the caller, never in a forked decoder child (a child
+    # forked while another thread held the import lock would wait for it forever).
+    Image.init()
     reader = _READERS[fmt]
     try:
         header = reader(data)
