@@ -29,9 +29,14 @@ def rate_channels_problem(channels: int, rate: int) -> str | None:
     return None
 
 
+CORRUPT = "corrupt: "  # the prefix of structural problems: the decoder's to report
+
+
 def wav_problem(head: bytes, file_size: int) -> str | None:
-    """What is wrong with a WAV header (first HEADER_BYTES bytes), or None."""
-    return check_wav(head, file_size)[0]
+    """What is over the limits in a WAV header (first HEADER_BYTES bytes), or None.
+    Structural damage (no fmt chunk, a cut header) is not a limit: None."""
+    problem = check_wav(head, file_size)[0]
+    return None if problem is None or problem.startswith(CORRUPT) else problem
 
 
 def wav_seconds(head: bytes, file_size: int) -> float:
@@ -51,15 +56,15 @@ def check_wav(head: bytes, file_size: int) -> tuple[str | None, float]:
         body = pos + 8
         if kind == b"fmt ":
             if length < 16 or body + 16 > len(head):
-                return "wav fmt chunk is truncated", 0.0
+                return CORRUPT + "wav fmt chunk is truncated", 0.0
             fmt = struct.unpack_from("<HHIIHH", head, body)
         elif kind == b"data":
             if fmt is None:
-                return "wav data comes before its fmt chunk", 0.0
+                return CORRUPT + "wav data comes before its fmt chunk", 0.0
             return _fmt_problem(fmt, file_size - body)
         pos = body + length + (length & 1)
     if fmt is None:
-        return "wav has no fmt chunk in its first 4 KiB", 0.0
+        return CORRUPT + "wav has no fmt chunk in its first 4 KiB", 0.0
     return None, 0.0
 
 

@@ -258,10 +258,11 @@ def _jpeg(data: bytes) -> ImageHeader:
     if components not in (1, 3, 4):
         raise HeaderRefused(f"jpeg has {components} components")
     sample = _bits("jpeg", precision)
-    # Decoded at 1/8 scale (draft mode) when baseline; a progressive (or multi-scan) file
-    # keeps one 16-bit coefficient per sample of the whole image until the last scan.
+    # Decoded at 1/8 scale (draft mode) when baseline; a progressive file keeps one 16-bit
+    # coefficient per sample of the whole image until the last scan.
     blocks = ((width + 7) // 8) * ((height + 7) // 8)
-    coefficients = blocks * 64 * components * 2 if progressive else 0
+    # Multi-scan sequential files buffer every coefficient too.
+    coefficients = blocks * 64 * components * 2 if progressive or scans > 1 else 0
     output = blocks * max(components, 3) * sample
     return ImageHeader("jpeg", width, height, coefficients + output, progressive)
 

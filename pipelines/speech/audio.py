@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pipelines.audio_headers import (
+    CORRUPT,
     HEADER_BYTES,
     MAX_PACKET_BYTES,
     check_wav,
@@ -196,6 +197,8 @@ def _open_input(source: AudioSource, limits: DecodeLimits) -> Iterator[av.contai
         head = fh.read(HEADER_BYTES)
         fh.seek(0)
         problem, seconds = check_wav(head, size)
+        if problem and problem.startswith(CORRUPT):
+            raise AudioDecodeError(f"audio data is {problem}")
         if problem:
             raise AudioLimitError(f"audio refused before decoding: {problem}")
         if seconds > limits.max_seconds:

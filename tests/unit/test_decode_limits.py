@@ -94,9 +94,20 @@ def _progressive_header(side: int, components: int) -> bytes:
     return bytes(data)
 
 
-def test_a_decode_over_the_address_space_cap_is_stopped_in_the_child(tmp_path: Path) -> None:
+def test_an_allocation_over_the_address_space_cap_is_stopped_in_the_child() -> None:
+    def greedy() -> tuple[dict[str, object], bytes]:
+        return {"n": len(bytearray(256 * 1024 * 1024))}, b""
+
+    with pytest.raises(DecodeRefused) as refused:
+        run_bounded(greedy, DecodeBudget(address_space=16 * 1024 * 1024))
+    assert refused.value.reason == "memory"
+    assert run_bounded(greedy, DecodeBudget())[0] == {"n": 256 * 1024 * 1024}
+
+
+def test_a_decode_over_the_address_space_cap_is_refused(tmp_path: Path) -> None:
+    """The cap is on the child's growth: a 7000x7000 decode (147 MB) under a 16 MiB cap."""
     out = io.BytesIO()
-    Image.effect_noise((3000, 3000), 64).convert("RGB").save(out, format="PNG", compress_level=1)
+    Image.new("RGB", (7000, 7000), (90, 20, 200)).save(out, format="PNG", compress_level=1)
     path = write(tmp_path, "big.png", out.getvalue())
     tight = DecodeBudget(address_space=16 * 1024 * 1024)
     with pytest.raises(ImageCheckError, match=r"decoding limit \(memory\)"):
@@ -104,7 +115,7 @@ def test_a_decode_over_the_address_space_cap_is_stopped_in_the_child(tmp_path: P
     with pytest.raises(DecodeLimitExceeded, match=r"\(memory\)"):
         load_image(path, max_side=100, budget=tight)
     # The same file within the default budget decodes.
-    assert load_image(path, max_side=100).facts.width == 3000
+    assert load_image(path, max_side=100).facts.width == 7000
 
 
 def test_a_decode_over_the_time_budget_is_killed(tmp_path: Path) -> None:
