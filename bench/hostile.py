@@ -41,6 +41,15 @@ INPUTS: dict[str, tuple[str, Callable[[], bytes], str]] = {
     "webp_8000_vision": ("vision", b.big_webp, ""),
     "avif_8000": ("ingest", b.big_avif, "image/avif"),
     "png_3_5m_chunks": ("ingest", lambda: b.png_many_chunks(3_500_000), "image/png"),
+    # Variants inside the limits: decoded, in the capped child.
+    "webp_4000": ("ingest", lambda: b.big_webp(4000), "image/webp"),
+    "webp_4000_vision": ("vision", lambda: b.big_webp(4000), ""),
+    "avif_4000": ("ingest", lambda: b.big_avif(4000), "image/avif"),
+    "jpeg_progressive_4000_10_scans": (
+        "ingest",
+        lambda: b.progressive_jpeg_scan_bomb(side=4000, scans=4),
+        "image/jpeg",
+    ),
     "wav_1hz_block_align_33000": ("stt", b.wav_1hz_block_align, ""),
     "wav_64_channels": ("stt", b.wav_64_channels, ""),
 }
