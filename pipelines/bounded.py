@@ -120,12 +120,13 @@ def _read_reply(fd: int, timeout_s: float) -> tuple[bytes, bool]:
     deadline = time.monotonic() + timeout_s
     parts: list[bytes] = []
     size = 0
+    poller = select.poll()  # not select(): descriptors above 1023 are fine
+    poller.register(fd, select.POLLIN | select.POLLHUP)
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return b"", True
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
+        if not poller.poll(max(1, int(left * 1000))):
             return b"", True
         chunk = os.read(fd, 1 << 20)
         if not chunk:
