@@ -5,6 +5,7 @@ in every mode (16-bit, palette, alpha, CMYK, float)."""
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import av
@@ -238,3 +239,31 @@ def test_a_uniform_16_bit_grey_is_blank_and_grey_not_white(tmp_path: Path) -> No
     statement = low_information_statement(loaded.image, loaded.facts, VisionConfig())
     # 30000 / 257 = 116.7: mid-grey #747474, where clipping to 8 bits said #ffffff.
     assert statement is not None and "#747474" in statement, statement
+
+
+def test_ghostscript_is_never_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `gs` on PATH that leaves a mark: PostScript labelled image/png never reaches it."""
+    from PIL import EpsImagePlugin
+
+    from pipelines import MediaCache, ingest
+
+    ran = tmp_path / "gs-ran"
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "gs"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {ran}\nexit 0\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(EpsImagePlugin, "gs_binary", None)
+    path = write(tmp_path, "x.png", build.EPS)
+    with pytest.raises(ImageCheckError, match="PostScript"):
+        verify_image(path, build.EPS[:64])
+    with pytest.raises(UnreadableImage, match="PostScript"):
+        load_image(path, max_side=100)
+    out = ingest(build.result(build.image(build.EPS)), cache=MediaCache(tmp_path / "cache"))
+    assert [m.reason.value for m in out.markers] == ["not_image"]
+    assert not ran.exists()
+    # The fake is real: Pillow, asked without the allowlist, does look for and run it.
+    with pytest.raises(OSError), Image.open(path) as unrestricted:
+        unrestricted.load()
+    assert ran.exists()
