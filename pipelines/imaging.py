@@ -8,12 +8,16 @@ import io
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageStat
 
+from pipelines.bounded import ChildRefusal, DecodeBudget, DecodeRefused, run_bounded
 from pipelines.errors import PermanentError
+from pipelines.image_headers import HeaderRefused, read_header
 
 # Pillow's own default (89.5 MP), restated so the limit never depends on a process global.
+# The header check of pipelines.image_headers (64 MP) applies first.
 DEFAULT_MAX_PIXELS = 89_478_485
 _ORIENTATION = 0x0112
 _ROTATED = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
@@ -40,6 +44,10 @@ class UnreadableImage(ImageError):
 
 class DecompressionBomb(ImageError):
     """The header announces more pixels than the configured limit."""
+
+
+class DecodeLimitExceeded(ImageError):
+    """Decoding was stopped by the time budget or the address-space cap."""
 
 
 class ImageTooLarge(ImageError):
@@ -86,26 +94,75 @@ class LoadedImage:
     facts: ImageFacts
 
 
-def load_image(path: Path, *, max_side: int, max_pixels: int = DEFAULT_MAX_PIXELS) -> LoadedImage:
-    """Open `path`, refuse decompression bombs, decode the first frame at <= max_side."""
+def load_image(
+    path: Path,
+    *,
+    max_side: int,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    budget: DecodeBudget | None = None,
+) -> LoadedImage:
+    """Check the header, then decode the first frame at <= max_side in a bounded child.
+
+    The format is decided by the magic bytes (the allowlist) and the header is checked
+    against the decoding limits before any decoder runs; Pillow is restricted to that one
+    plugin and runs under an address-space cap and a time budget (`pipelines.bounded`).
+    """
     try:
-        # Pillow only warns between 1x and 2x its limit; make that an error too. The warning
-        # filter is process-wide (not thread-safe), so the explicit size check below is what
-        # guarantees the limit; the filter only keeps the warning off stderr.
+        header = read_header(path.read_bytes())
+    except HeaderRefused as exc:
+        if "pixel limit" in str(exc):
+            raise DecompressionBomb(f"decompression bomb refused: {exc}") from None
+        raise UnreadableImage(f"unreadable image: {exc}") from None
+    except OSError as exc:
+        raise UnreadableImage(f"unreadable image: {type(exc).__name__}: {exc}") from exc
+    if header.width * header.height > max_pixels:
+        raise DecompressionBomb(
+            f"decompression bomb refused: {header.width}x{header.height} = "
+            f"{header.width * header.height} pixels exceeds the limit of {max_pixels}"
+        )
+    try:
+        reply, raw = run_bounded(
+            lambda: _decode_frame(path, header.pillow_format, max_side, max_pixels),
+            budget or DecodeBudget(),
+            header.decode_bytes,
+        )
+    except DecodeRefused as exc:
+        if exc.reason == "bomb":
+            raise DecompressionBomb(exc.message) from None
+        if exc.reason == "error":
+            raise UnreadableImage(exc.message) from None
+        raise DecodeLimitExceeded(f"decoding limit ({exc.reason}): {exc.message}") from None
+    frame = Image.frombytes(str(reply["frame_mode"]), (reply["frame_w"], reply["frame_h"]), raw)
+    facts = ImageFacts(
+        width=int(reply["width"]),
+        height=int(reply["height"]),
+        format=str(reply["format"]),
+        mode=str(reply["mode"]),
+    )
+    return LoadedImage(frame, facts)
+
+
+def _decode_frame(
+    path: Path, pillow_format: str, max_side: int, max_pixels: int
+) -> tuple[dict[str, Any], bytes]:
+    """In the bounded child: open, refuse bombs, decode the first frame at <= max_side."""
+    try:
         with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(path)
+            image = Image.open(path, formats=[pillow_format])
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise DecompressionBomb(f"decompression bomb refused: {exc}") from exc
+        raise ChildRefusal("bomb", f"decompression bomb refused: {exc}") from exc
     except Exception as exc:
         # Pillow's format plugins raise many exception types for malformed input.
-        raise UnreadableImage(f"unreadable image: {type(exc).__name__}: {exc}") from exc
+        raise ChildRefusal("error", f"unreadable image: {type(exc).__name__}: {exc}") from exc
     with image:
         width, height = image.size
         if width * height > max_pixels:
-            raise DecompressionBomb(
+            raise ChildRefusal(
+                "bomb",
                 f"decompression bomb refused: {width}x{height} = {width * height} pixels "
-                f"exceeds the limit of {max_pixels}"
+                f"exceeds the limit of {max_pixels}",
             )
         fmt = image.format or "unknown"
         mode = image.mode
@@ -114,29 +171,66 @@ def load_image(path: Path, *, max_side: int, max_pixels: int = DEFAULT_MAX_PIXEL
             if image.format == "JPEG" or image.mode in _PLAIN_MODES:
                 # thumbnail() decodes JPEGs at a reduced scale (draft mode): cheap for big photos.
                 image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
-                frame = _normalise_mode(image)
+                frame = to_plain(image)
             else:
                 # Palette and 16-bit images resize badly or not at all: convert first.
-                frame = _normalise_mode(image)
+                frame = to_plain(image)
                 frame.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
             if orientation in _TRANSPOSE:
                 frame = frame.transpose(_TRANSPOSE[orientation])
+        except MemoryError:
+            raise
         except Exception as exc:
-            raise UnreadableImage(f"unreadable image: {type(exc).__name__}: {exc}") from exc
+            raise ChildRefusal("error", f"unreadable image: {type(exc).__name__}: {exc}") from exc
     if orientation in _ROTATED:
         width, height = height, width
-    return LoadedImage(frame, ImageFacts(width=width, height=height, format=fmt, mode=mode))
+    reply = {
+        "frame_mode": frame.mode,
+        "frame_w": frame.width,
+        "frame_h": frame.height,
+        "width": width,
+        "height": height,
+        "format": fmt,
+        "mode": mode,
+    }
+    return reply, frame.tobytes()
 
 
-def _normalise_mode(image: Image.Image) -> Image.Image:
-    """A new, loaded image in one of the plain modes (never the file-backed original)."""
+_SIXTEEN_BIT = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
+
+
+def to_plain(image: Image.Image) -> Image.Image:
+    """A new, loaded image in L, LA, RGB or RGBA (never the file-backed original).
+
+    16-bit and 32-bit integer samples are scaled, not clipped, to 8 bits (a 16-bit grey
+    of 30,000 is mid-grey, not white); float samples in 0-1 are scaled to 0-255; palette
+    and CMYK images are converted, keeping transparency as alpha.
+    """
     if image.mode in _PLAIN_MODES:
         return image.copy()
     if has_alpha(image):
         return image.convert("RGBA")
-    if image.mode in ("1", "I;16", "I;16B", "I;16L", "I", "F"):
+    if image.mode in _SIXTEEN_BIT or image.mode in ("I", "F"):
+        return _scaled_to_l(image)
+    if image.mode == "1":
         return image.convert("L")
     return image.convert("RGB")
+
+
+def _scaled_to_l(image: Image.Image) -> Image.Image:
+    wide = image.convert("F") if image.mode == "F" else image.convert("I")
+    low, high = (float(v) for v in wide.getextrema())  # type: ignore[arg-type]
+    if image.mode in _SIXTEEN_BIT or (low >= 0 and 255 < high <= 65535):
+        scale, offset = 1 / 257, 0.0
+    elif image.mode == "F" and low >= 0 and high <= 1.0:
+        scale, offset = 255.0, 0.0
+    elif low >= 0 and high <= 255:
+        scale, offset = 1.0, 0.0
+    else:
+        span = (high - low) or 1.0
+        scale, offset = 255.0 / span, -low * 255.0 / span
+    floats = wide.convert("F").point(lambda v: v * scale + offset)
+    return floats.convert("L")
 
 
 def has_alpha(image: Image.Image) -> bool:
@@ -147,6 +241,8 @@ def has_alpha(image: Image.Image) -> bool:
 
 def to_rgb(image: Image.Image, background: tuple[int, int, int] = (255, 255, 255)) -> Image.Image:
     """Flatten onto `background`: what a viewer shows for transparent pixels."""
+    if image.mode not in _PLAIN_MODES:
+        image = to_plain(image)
     if has_alpha(image):
         rgba = image.convert("RGBA")
         canvas = Image.new("RGBA", rgba.size, (*background, 255))
@@ -156,7 +252,12 @@ def to_rgb(image: Image.Image, background: tuple[int, int, int] = (255, 255, 255
 
 
 def blank_check(image: Image.Image, tolerance: int) -> Blank | None:
-    """Return the colour when no channel varies by more than `tolerance` levels."""
+    """Return the colour when no channel varies by more than `tolerance` levels.
+
+    Any mode is normalised first (`to_plain`): 16-bit, float, palette, CMYK, alpha.
+    """
+    if image.mode not in _PLAIN_MODES:
+        image = to_plain(image)
     if has_alpha(image):
         _, alpha_high = image.convert("RGBA").getchannel("A").getextrema()
         if alpha_high == 0:

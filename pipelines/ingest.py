@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import render
+from pipelines.audio_headers import HEADER_BYTES, wav_problem
 from pipelines.blocks import (
     AudioBlock,
     Block,
@@ -23,7 +24,7 @@ from pipelines.blocks import (
 from pipelines.cache import BlobError, MediaCache, Validator, safe_mime
 from pipelines.media import Capability, JobRequest, Marker, MarkerReason, MediaKind, StoredBlob
 from pipelines.render import RenderedResult
-from pipelines.sniff import Format, ImageCheckError, verify_image
+from pipelines.sniff import WAV, Format, ImageCheckError, sniff_audio, verify_image
 
 JOB_FOR_KIND: Mapping[MediaKind, Capability] = {
     MediaKind.IMAGE: Capability.VISION_SUMMARIZE,
@@ -102,7 +103,9 @@ class _Ingestion:
                 )
                 self._add_media(index, stored)
             case AudioBlock(data=data, mime=mime):
-                stored = self.cache.store_base64(data, MediaKind.AUDIO, mime=mime)
+                stored = self.cache.store_base64(
+                    data, MediaKind.AUDIO, mime=mime, validate=validate_audio
+                )
                 self._add_media(index, stored)
             case EmbeddedText(uri=uri, mime=mime, text=text):
                 if text:
@@ -118,7 +121,9 @@ class _Ingestion:
                     self.media_blocks.append(index)
                     self.lines.append(render.saved_document(stored))
                 else:  # an embedded image or clip is media like any other: summary, transcript
-                    check = image_validator(index, mime) if kind is MediaKind.IMAGE else None
+                    check = (
+                        image_validator(index, mime) if kind is MediaKind.IMAGE else validate_audio
+                    )
                     stored = self.cache.store_base64(blob, kind, mime=mime, uri=uri, validate=check)
                     self.lines.append(render.embedded_text_header(uri, mime))
                     self._add_media(index, stored)
@@ -171,6 +176,21 @@ def image_validator(index: int, mime: str | None) -> Validator:
     """Checks the image of block `index`; its errors name the block, not the temp file."""
     name = f"block {index} ({safe_mime(mime)})"
     return lambda path, head: validate_image(path, head, name)
+
+
+def validate_audio(path: Path, head: bytes) -> Format:
+    """A known audio container whose header (WAV: channels, rate, block align) is sane."""
+    fmt = sniff_audio(head)
+    if fmt is None:
+        raise BlobError(MarkerReason.NOT_AUDIO, "not audio: no known audio container signature")
+    if fmt is WAV:
+        with path.open("rb") as fh:
+            problem = wav_problem(fh.read(HEADER_BYTES), path.stat().st_size)
+        if problem:
+            raise BlobError(
+                MarkerReason.NOT_AUDIO, f"not audio: refused before decoding: {problem}"
+            )
+    return fmt
 
 
 def _block_type(block: Block) -> str:

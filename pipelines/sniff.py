@@ -9,8 +9,18 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
+
+from pipelines.bounded import ChildRefusal, DecodeBudget, DecodeRefused, run_bounded
+from pipelines.image_headers import (
+    MAX_PIXELS,
+    HeaderRefused,
+    ImageHeader,
+    detect_format,
+    read_header,
+)
 
 # How many leading bytes the detectors need at most.
 HEAD_BYTES = 64
@@ -29,7 +39,18 @@ GIF = Format("gif", ".gif", "image/gif")
 BMP = Format("bmp", ".bmp", "image/bmp")
 WEBP = Format("webp", ".webp", "image/webp")
 TIFF = Format("tiff", ".tiff", "image/tiff")
-ICO = Format("ico", ".ico", "image/x-icon")
+AVIF = Format("avif", ".avif", "image/avif")
+
+# The image allowlist (pipelines.image_headers.PILLOW_FORMATS): name -> stored format.
+_FORMATS = {
+    "png": PNG,
+    "jpeg": JPEG,
+    "gif": GIF,
+    "bmp": BMP,
+    "webp": WEBP,
+    "tiff": TIFF,
+    "avif": AVIF,
+}
 
 WAV = Format("wav", ".wav", "audio/wav")
 OGG = Format("ogg", ".ogg", "audio/ogg")
@@ -41,22 +62,9 @@ AAC = Format("aac", ".aac", "audio/aac")
 
 
 def sniff_image(head: bytes) -> Format | None:
-    """The image container named by the first bytes, or None if no known signature."""
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return PNG
-    if head.startswith(b"\xff\xd8\xff"):
-        return JPEG
-    if head[:6] in (b"GIF87a", b"GIF89a"):
-        return GIF
-    if head.startswith(b"BM") and len(head) >= 14:
-        return BMP
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return WEBP
-    if head[:4] in (b"II*\x00", b"MM\x00*"):
-        return TIFF
-    if head[:4] == b"\x00\x00\x01\x00":
-        return ICO
-    return None
+    """The allowlisted image container named by the first bytes, or None."""
+    found = detect_format(head)
+    return None if found is None else _FORMATS[found]
 
 
 def sniff_audio(head: bytes) -> Format | None:
@@ -109,6 +117,7 @@ _MIME_EXTENSIONS: dict[str, str] = {
     "image/jpeg": ".jpg",
     "image/gif": ".gif",
     "image/webp": ".webp",
+    "image/avif": ".avif",
     "image/svg+xml": ".svg",
     "audio/ogg": ".ogg",
     "audio/mpeg": ".mp3",
@@ -131,7 +140,7 @@ def extension_for_mime(mime: str | None) -> str:
 
 # Larger images are refused as decompression bombs before any pixel is decoded
 # (Pillow's own default warns at 89 MP and only errors at twice that).
-DEFAULT_MAX_IMAGE_PIXELS = 64_000_000
+DEFAULT_MAX_IMAGE_PIXELS = MAX_PIXELS
 
 
 class ImageCheckError(ValueError):
@@ -142,46 +151,68 @@ def verify_image(
     path: Path,
     head: bytes,
     max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    budget: DecodeBudget | None = None,
     *,
     name: str = "the file",
 ) -> Format:
-    """Open the file with Pillow and decode it (cheaply) to prove it is a whole image.
+    """Prove the file is a whole image of an allowed format, within the decoding limits.
 
-    Error messages call the file `name` (for ingest: the block, e.g. `block 2 (image/png)`),
-    never by its path: the path is a temp file that is gone by the time anyone reads it.
+    The container is decided by the magic bytes and its header checked against the limits
+    (`pipelines.image_headers`) before any decoder runs; then Pillow, restricted to that
+    one plugin, decodes it (JPEG at 1/8 scale) in a child process under an address-space
+    cap and a time budget (`pipelines.bounded`). Error messages call the file `name` (for
+    ingest: the block, e.g. `block 2 (image/png)`), never by its path: the path is a temp
+    file that is gone by the time anyone reads it.
     """
-    if looks_like_markup(head) and sniff_image(head) is None:
+    if looks_like_markup(head) and detect_format(head) is None:
         raise ImageCheckError("not an image: the bytes are markup (HTML/SVG)")
+    try:
+        header = read_header(path.read_bytes())
+    except HeaderRefused as exc:
+        raise ImageCheckError(f"not an image: {exc}") from None
+    except OSError as exc:
+        raise ImageCheckError(f"not an image: cannot read it ({exc.strerror})") from None
+    if header.width * header.height > max_pixels:
+        raise ImageCheckError(
+            f"not an image: {header.width}x{header.height} exceeds the {max_pixels} pixel limit "
+            "(decompression bomb)"
+        )
+    try:
+        run_bounded(
+            lambda: _decode_check(path, header), budget or DecodeBudget(), header.decode_bytes
+        )
+    except DecodeRefused as exc:
+        # Pillow's "cannot identify image file '<path>'" names the temp file: name the block.
+        message = _without_path(exc.message, path, name)
+        if exc.reason == "error":
+            raise ImageCheckError(f"not an image: {message}") from None
+        raise ImageCheckError(f"not an image: decoding limit ({exc.reason}): {message}") from None
+    return _FORMATS[header.format]
+
+
+def _decode_check(path: Path, header: ImageHeader) -> tuple[dict[str, Any], bytes]:
     with warnings.catch_warnings():
         # Pillow warns about odd metadata (corrupt EXIF, ...): not our concern here.
         warnings.simplefilter("ignore")
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
-            with Image.open(path) as img:
+            with Image.open(path, formats=[header.pillow_format]) as img:
                 width, height = img.size
-                if width * height > max_pixels:
-                    raise ImageCheckError(
-                        f"not an image: {width}x{height} exceeds the {max_pixels} pixel limit "
-                        "(decompression bomb)"
+                if width * height > header.width * header.height:
+                    raise ChildRefusal(
+                        "error",
+                        f"the decoder sees {width}x{height}, "
+                        f"the header {header.width}x{header.height}",
                     )
-                fmt_name = (img.format or "").lower()
-                if fmt_name == "jpeg":
+                if header.format == "jpeg":
                     img.draft("RGB", (max(1, width // 8), max(1, height // 8)))
                 img.load()
-        except ImageCheckError:
-            raise
+                return {"mode": img.mode, "width": width, "height": height}, b""
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            detail = _without_path(str(exc), path, name)
-            raise ImageCheckError(f"not an image: decompression bomb ({detail})") from exc
+            raise ChildRefusal("error", f"decompression bomb ({exc})") from exc
         except (OSError, SyntaxError, ValueError, EOFError) as exc:
-            # Pillow reports truncation and corruption as OSError/SyntaxError; "cannot
-            # identify image file '<path>'" names the file.
-            raise ImageCheckError(f"not an image: {_without_path(str(exc), path, name)}") from exc
-    known = sniff_image(head)
-    if known is not None:
-        return known
-    ext = "." + fmt_name if fmt_name else ".img"
-    return Format(fmt_name or "image", ext, Image.MIME.get(fmt_name.upper(), "image/" + fmt_name))
+            # Pillow reports truncation and corruption as OSError/SyntaxError.
+            raise ChildRefusal("error", str(exc)) from exc
 
 
 def _without_path(message: str, path: Path, name: str) -> str:

@@ -22,6 +22,7 @@ from PIL import Image
 from pipelines.errors import ConfigError, MediaError, PermanentError, Skipped, TransientError
 from pipelines.imaging import (
     DEFAULT_MAX_PIXELS,
+    DecodeLimitExceeded,
     DecompressionBomb,
     ImageError,
     ImageFacts,
@@ -38,7 +39,8 @@ from pipelines.results import StageOutcome, Status
 log = logging.getLogger(__name__)
 
 # Bump when code changes what a given config produces (it is part of the processor version).
-_STAGE_REVISION = 1
+# 2: the blank/uniform guard scales 16-bit and float images instead of clipping them.
+_STAGE_REVISION = 2
 LOCAL_MODEL = "local:pillow+rapidocr-onnxruntime-ppocrv4"
 
 DEFAULT_PROMPT = (
@@ -68,6 +70,7 @@ class DegradedReason(StrEnum):
     RESPONSE_TOO_LARGE = "response_too_large"
     UNREADABLE_IMAGE = "unreadable_image"
     DECOMPRESSION_BOMB = "decompression_bomb"
+    DECODE_LIMIT = "decode_limit"
     IMAGE_TOO_LARGE = "image_too_large"
     PROVIDER_ERROR = "provider_error"
 
@@ -225,6 +228,8 @@ def summarize_image(path: Path, config: VisionConfig, provider: VisionProvider) 
         )
     except DecompressionBomb as exc:
         return outcome(reason=DegradedReason.DECOMPRESSION_BOMB, detail=str(exc))
+    except DecodeLimitExceeded as exc:
+        return outcome(reason=DegradedReason.DECODE_LIMIT, detail=str(exc))
     except ImageTooLarge as exc:
         return outcome(reason=DegradedReason.IMAGE_TOO_LARGE, detail=str(exc))
     except ImageError as exc:
@@ -288,7 +293,8 @@ class LocalVisionProvider:
         self._reader = reader
 
     def describe(self, image: PreparedImage) -> str:
-        with Image.open(io.BytesIO(image.data)) as opened:
+        # Our own re-encoding (prepare_image): PNG or JPEG and nothing else.
+        with Image.open(io.BytesIO(image.data), formats=["PNG", "JPEG"]) as opened:
             pixels = opened.convert("RGBA" if has_alpha(opened) else "RGB")
         src = image.source
         parts = [f"{src.format} image, {src.width}x{src.height}"]

@@ -24,6 +24,13 @@ import av.error
 import numpy as np
 from numpy.typing import NDArray
 
+from pipelines.audio_headers import (
+    CORRUPT,
+    HEADER_BYTES,
+    MAX_PACKET_BYTES,
+    check_wav,
+    rate_channels_problem,
+)
 from pipelines.errors import PermanentError
 from pipelines.speech.config import DecodeLimits
 
@@ -58,6 +65,10 @@ class AudioTooLargeError(AudioError):
 
 class AudioTooLongError(AudioError):
     """The audio lasts longer than the duration limit."""
+
+
+class AudioLimitError(AudioError):
+    """A header or stream parameter is outside the decoding limits (refused before decoding)."""
 
 
 class AudioDecodeTimeoutError(AudioError):
@@ -99,6 +110,7 @@ def iter_audio(
         if not container.streams.audio:
             raise NotAudioError(f"no audio stream in the {container.format.name} container")
         stream = container.streams.audio[0]
+        _check_stream(stream.codec_context.channels, stream.sample_rate or 0)
         declared_s = _declared_seconds(container, stream)
         resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
         bad = 0
@@ -106,6 +118,10 @@ def iter_audio(
             if time.monotonic() > deadline:
                 raise AudioDecodeTimeoutError(
                     f"decoding took longer than the {limits.max_wall_s:g} s bound"
+                )
+            if packet.size > MAX_PACKET_BYTES:
+                raise AudioLimitError(
+                    f"audio refused: a {packet.size} byte packet, over {MAX_PACKET_BYTES}"
                 )
             try:
                 frames = packet.decode()
@@ -116,6 +132,7 @@ def iter_audio(
                     raise AudioDecodeError(f"audio data is corrupt: {_reason(exc)}") from exc
                 continue
             for frame in frames:
+                _check_stream(frame.layout.nb_channels, frame.sample_rate or 0)
                 for chunk in _resample(resampler, frame):
                     produced += len(chunk)
                     if produced > max_samples:
@@ -132,6 +149,14 @@ def iter_audio(
         if bad or declared_s > 0:
             raise AudioDecodeError("audio data is corrupt: nothing in it could be decoded")
         raise EmptyAudioError("audio decodes to zero samples")
+
+
+def _check_stream(channels: int, rate: int) -> None:
+    """Refuse declared channel counts and rates outside the limits (0 means not known yet:
+    a truncated header is the decoder's to report)."""
+    problem = rate_channels_problem(channels, rate) if channels and rate else None
+    if problem:
+        raise AudioLimitError(f"audio refused before decoding: {problem}")
 
 
 def _declared_seconds(container: av.container.InputContainer, stream: av.AudioStream) -> float:
@@ -169,8 +194,16 @@ def _open_input(source: AudioSource, limits: DecodeLimits) -> Iterator[av.contai
             raise AudioTooLargeError(
                 f"audio input is {size} bytes, over the {limits.max_bytes} byte limit"
             )
-        head = fh.read(64)
+        head = fh.read(HEADER_BYTES)
         fh.seek(0)
+        problem, seconds = check_wav(head, size)
+        if problem and problem.startswith(CORRUPT):
+            raise AudioDecodeError(f"audio data is {problem}")
+        if problem:
+            raise AudioLimitError(f"audio refused before decoding: {problem}")
+        if seconds > limits.max_seconds:
+            # From the bytes really present, never from the claimed data size.
+            raise AudioTooLongError(f"audio is longer than the {limits.max_seconds:g} s limit")
         try:
             container = av.open(fh, "r", options={"format_whitelist": ALLOWED_DEMUXERS})
         except av.error.FFmpegError as exc:

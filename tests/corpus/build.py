@@ -14,6 +14,7 @@ The corpus runs with a 1 MiB blob limit (`MAX_BLOB_BYTES`), so `too_large` stays
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import json
@@ -82,6 +83,8 @@ class Expect(TypedDict, total=False):
     setup: str  # a hostile cache state the test plants before ingesting
     cli: list[CliExpect]  # also run the real CLI on this payload
     max_seconds: float
+    max_rss_mib: int  # extra peak RSS of a fresh process ingesting it (and of its decoder child)
+    max_blob_bytes: int  # a blob limit other than MAX_BLOB_BYTES for this case
     structured_depth: int
     structured: Any  # the exact structuredContent after ingest
     max_line_chars: int  # no line of the agent text is longer
@@ -265,6 +268,183 @@ def zip_bomb(member_bytes: int = 16 * 1024 * 1024) -> bytes:
             for _ in range(member_bytes // len(block)):
                 member.write(block)
     return out.getvalue()
+
+
+# Hostile decoder inputs (issue 14): small files that ask decoders for huge work.
+
+
+def progressive_jpeg_scan_bomb(side: int = 8000, scans: int = 3000) -> bytes:
+    """A progressive JPEG whose frame header says side x side, with `scans` copies of its
+    last refinement scan: every scan walks every block of the declared canvas."""
+    out = io.BytesIO()
+    Image.new("L", (64, 64), 128).save(out, format="JPEG", progressive=True, quality=90)
+    data = bytearray(out.getvalue())
+    sof = data.find(b"\xff\xc2")
+    struct.pack_into(">HH", data, sof + 5, side, side)
+    last_sos = data.rfind(b"\xff\xda")
+    eoi = data.rfind(b"\xff\xd9")
+    scan = bytes(data[last_sos:eoi])
+    return bytes(data[:eoi]) + scan * scans + b"\xff\xd9"
+
+
+def _tiff_entries(entries: list[tuple[int, int, int, int]], order: str = "<") -> bytes:
+    """An IFD with (tag, type, count, value) entries, values inline."""
+    body = struct.pack(order + "H", len(entries))
+    for tag, kind, count, value in sorted(entries):
+        inline = struct.pack(
+            order + ("HH" if kind == 3 else "I"), *((value, 0) if kind == 3 else (value,))
+        )
+        body += struct.pack(order + "HHI", tag, kind, count) + inline
+    return body + struct.pack(order + "I", 0)
+
+
+def tiff_tile_bomb(side: int = 16, tile: int = 46336) -> bytes:
+    """A side x side grey TIFF whose one deflate tile is declared tile x tile."""
+    pixels = zlib.compress(b"\x00" * (1024 * 1024), 9)
+    offset_of_data = 8
+    ifd_offset = offset_of_data + len(pixels)
+    ifd = _tiff_entries(
+        [
+            (256, 4, 1, side),  # ImageWidth
+            (257, 4, 1, side),  # ImageLength
+            (258, 3, 1, 8),  # BitsPerSample
+            (259, 3, 1, 8),  # Compression: deflate
+            (262, 3, 1, 1),  # Photometric: black is zero
+            (277, 3, 1, 1),  # SamplesPerPixel
+            (322, 4, 1, tile),  # TileWidth
+            (323, 4, 1, tile),  # TileLength
+            (324, 4, 1, offset_of_data),  # TileOffsets
+            (325, 4, 1, len(pixels)),  # TileByteCounts
+        ]
+    )
+    return b"II*\x00" + struct.pack("<I", ifd_offset) + pixels + ifd
+
+
+def _fits_card(key: str, value: str = "") -> bytes:
+    text = f"{key:<8}= {value:>20}" if value else f"{key:<8}"
+    return text.ljust(80).encode("ascii")
+
+
+def _fits_header(cards: list[bytes]) -> bytes:
+    raw = b"".join(cards) + _fits_card("END")
+    return raw + b" " * (-len(raw) % 2880)
+
+
+def gzip_fits(side: int = 8000, bits: int = 32) -> bytes:
+    """A tile-compressed (GZIP_1) FITS image of side x side `bits`-bit pixels, all zero."""
+    primary = _fits_header(
+        [_fits_card("SIMPLE", "T"), _fits_card("BITPIX", "8"), _fits_card("NAXIS", "0")]
+    )
+    packed = gzip.compress(b"\x00" * (side * side * bits // 8), compresslevel=9, mtime=0)
+    ext = _fits_header(
+        [
+            _fits_card("XTENSION", "'BINTABLE'"),
+            _fits_card("BITPIX", "8"),
+            _fits_card("NAXIS", "2"),
+            _fits_card("NAXIS1", "8"),
+            _fits_card("NAXIS2", str(side)),
+            _fits_card("ZIMAGE", "T"),
+            _fits_card("ZCMPTYPE", "'GZIP_1  '"),
+            _fits_card("ZBITPIX", str(bits)),
+            _fits_card("ZNAXIS", "2"),
+            _fits_card("ZNAXIS1", str(side)),
+            _fits_card("ZNAXIS2", str(side)),
+        ]
+    )
+    table = b"\x00" * (8 * side)  # the binary table: Pillow's decoder skips it
+    return primary + ext + table + packed
+
+
+EPS = (
+    b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 100 100\n%%EndComments\n"
+    b"/Helvetica findfont 12 scalefont setfont 10 50 moveto (hostile) show\n"
+    b"(%pipe%id) (w) file\nshowpage\n%%EOF\n"
+)
+XPM = (
+    b'/* XPM */\nstatic char *x[] = {\n"2 2 2 1",\n"a c #000000",\n"b c #ffffff",\n'
+    b'"ab",\n"ba"\n};\n'
+)
+
+
+def tga() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (4, 4), (200, 10, 10)).save(out, format="TGA")
+    return out.getvalue()
+
+
+def ico() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGBA", (16, 16), (200, 10, 10, 255)).save(out, format="ICO")
+    return out.getvalue()
+
+
+def jpeg2000_rgba16(side: int = 8000) -> bytes:
+    """A JP2 whose box and codestream headers say side x side, RGBA, 16 bits a sample."""
+    out = io.BytesIO()
+    Image.new("RGBA", (64, 64), (10, 20, 30, 200)).save(out, format="JPEG2000")
+    data = bytearray(out.getvalue())
+    ihdr = data.find(b"ihdr") + 4
+    struct.pack_into(">IIHB", data, ihdr, side, side, 4, 15)
+    siz = data.find(b"\xff\x51") + 4
+    struct.pack_into(">HIIIIII", data, siz, 0, side, side, 0, 0, side, side)
+    comps = siz + 2 + 4 * 8 + 2
+    for c in range(4):
+        data[comps + 3 * c] = 15
+    return bytes(data)
+
+
+def big_webp(side: int = 8000) -> bytes:
+    """A lossless side x side RGBA WebP of one colour: 2.5 KB for 8000 x 8000."""
+    out = io.BytesIO()
+    Image.new("RGBA", (side, side), (10, 20, 30, 255)).save(out, format="WEBP", lossless=True)
+    return out.getvalue()
+
+
+def big_avif(side: int = 8000) -> bytes:
+    """A side x side AVIF of one colour: about 1 KB for 8000 x 8000."""
+    out = io.BytesIO()
+    Image.new("RGB", (side, side), (10, 20, 30)).save(out, format="AVIF", quality=10, speed=10)
+    return out.getvalue()
+
+
+def png_many_chunks(count: int) -> bytes:
+    """A 1x1 PNG with `count` empty private ancillary chunks before its pixels."""
+    ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)
+    empty = _chunk(b"prVt", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", ihdr)
+        + empty * count
+        + _chunk(b"IDAT", zlib.compress(b"\x00\x80"))
+        + _chunk(b"IEND", b"")
+    )
+
+
+def wav_header(
+    *, channels: int, rate: int, block_align: int, bits: int = 16, data: bytes = b""
+) -> bytes:
+    """A PCM WAV with exactly the fields given, honest or not."""
+    fmt = struct.pack("<HHIIHH", 1, channels, rate, rate * block_align, block_align, bits)
+    return (
+        b"RIFF"
+        + struct.pack("<I", 4 + 8 + len(fmt) + 8 + len(data))
+        + b"WAVE"
+        + b"fmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
+        + b"data"
+        + struct.pack("<I", len(data))
+        + data
+    )
+
+
+def wav_1hz_block_align() -> bytes:
+    """The 1 Hz WAV whose block_align is 33,000 bytes (2.27 GB in STT before the limits)."""
+    return wav_header(channels=1, rate=1, block_align=33000, data=b"\x01\x02" * 16500)
+
+
+def wav_64_channels() -> bytes:
+    return wav_header(channels=64, rate=16000, block_align=128, data=b"\x00\x01" * 64 * 100)
 
 
 PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
@@ -765,6 +945,156 @@ def _audio_case(name: str, why: str, data: bytes, mime: str) -> None:
 _audio_case("audio_is_png", "PNG bytes labelled audio/wav", png(seed=51), "audio/wav")
 _audio_case("audio_is_html", "an HTML page labelled audio/mpeg", HTML_PAGE, "audio/mpeg")
 _audio_case("audio_empty", "a 0-byte audio clip", b"", "audio/ogg")
+
+
+# Hostile decoders (issue 14): each refused or decoded within 5 s and 512 MiB at ingest.
+HOSTILE_SECONDS = 5.0
+HOSTILE_RSS_MIB = 512
+
+
+def _hostile_image(
+    name: str,
+    why: str,
+    data: Callable[[], bytes],
+    mime: str = "image/png",
+    says: str = "",
+    generated: bool = False,
+    **more: Any,
+) -> None:
+    expect: Expect = {
+        "why": why,
+        "markers": [marker(0, "not_image")],
+        "lines": 1,
+        "max_seconds": HOSTILE_SECONDS,
+        "max_rss_mib": HOSTILE_RSS_MIB,
+    }
+    if says:
+        expect["text_has"] = [says]
+    if generated:
+        expect["generated"] = True
+    expect.update(more)  # type: ignore[typeddict-item]
+    case(name, expect)(lambda: result(image(data(), mime)))
+
+
+_hostile_image(
+    "jpeg_progressive_3000_scans",
+    "a progressive JPEG declaring 8000x8000 with 3,000 refinement scans (48 s before)",
+    progressive_jpeg_scan_bomb,
+    "image/jpeg",
+    "scans (progressive scan bomb)",
+)
+_hostile_image(
+    "jpeg_progressive_65_scans",
+    "a 64x64 progressive JPEG with 65 scans: one over the scan limit",
+    lambda: progressive_jpeg_scan_bomb(side=64, scans=65 - 6),
+    "image/jpeg",
+    "more than 64 scans",
+)
+_hostile_image(
+    "tiff_tile_46336",
+    "a 16x16 TIFF whose one deflate tile is declared 46336x46336 (2 GB before)",
+    tiff_tile_bomb,
+    "image/tiff",
+    "MiB budget",
+)
+_hostile_image(
+    "fits_gzip_32bit_as_png",
+    "a GZIP_1 tile-compressed FITS 8000x8000 of 32-bit pixels, labelled image/png",
+    gzip_fits,
+    says="format not allowed: FITS",
+    generated=True,
+)
+_hostile_image(
+    "fits_gzip_16bit_as_png",
+    "the 16-bit variant (was stored as .fits)",
+    lambda: gzip_fits(bits=16),
+    says="format not allowed: FITS",
+    generated=True,
+)
+_hostile_image(
+    "eps_as_png",
+    "PostScript labelled image/png: Ghostscript is never looked for nor run",
+    lambda: EPS,
+    says="format not allowed: PostScript/EPS",
+)
+_hostile_image("xpm_as_png", "an XPM (was stored)", lambda: XPM, says="format not allowed: XPM")
+_hostile_image("tga_as_png", "a TGA (was stored)", tga, says="format not allowed")
+_hostile_image("ico_as_png", "an ICO: outside the allowlist", ico, says="format not allowed: ICO")
+_hostile_image(
+    "jpeg2000_8000_rgba16",
+    "a 313-byte JPEG 2000 declaring 8000x8000 RGBA 16-bit (1.7 GB before)",
+    jpeg2000_rgba16,
+    "image/jp2",
+    "format not allowed: JPEG 2000",
+)
+_hostile_image(
+    "webp_8000",
+    "a 2.5 KB lossless WebP of 8000x8000 (1 GB before)",
+    big_webp,
+    "image/webp",
+    "MiB budget",
+)
+_hostile_image(
+    "avif_8000",
+    "a 1 KB AVIF of 8000x8000 (1.3 GB before)",
+    big_avif,
+    "image/avif",
+    "MiB budget",
+)
+_hostile_image(
+    "png_80000_empty_chunks",
+    "a 1x1 PNG with 80,000 empty chunks (under the blob limit)",
+    lambda: png_many_chunks(80_000),
+    says="more than 20000 chunks",
+    generated=True,
+)
+_hostile_image(
+    "png_3_5m_empty_chunks",
+    "a 1x1 PNG with 3.5 M empty chunks, 42 MB (32 s and 1.2 GB before)",
+    lambda: png_many_chunks(3_500_000),
+    says="more than 20000 chunks",
+    generated=True,
+    max_blob_bytes=64 * 1024 * 1024,
+)
+
+
+@case(
+    "webp_4000_is_decoded",
+    {
+        "why": "a 4000x4000 WebP is within the budget: decoded in the bounded child and stored",
+        "generated": True,
+        "media": [{"kind": "image", "suffix": ".webp", "mime": "image/webp", "size_of_block": 0}],
+        "max_seconds": HOSTILE_SECONDS,
+        "max_rss_mib": HOSTILE_RSS_MIB,
+    },
+)
+def _webp_4000() -> bytes:
+    return result(image(big_webp(4000), "image/webp"))
+
+
+def _hostile_audio(name: str, why: str, data: Callable[[], bytes], says: str) -> None:
+    expect: Expect = {
+        "why": why,
+        "markers": [marker(0, "not_audio")],
+        "lines": 1,
+        "text_has": [says],
+        "max_seconds": HOSTILE_SECONDS,
+    }
+    case(name, expect)(lambda: result(audio(data())))
+
+
+_hostile_audio(
+    "wav_1hz_block_align_33000",
+    "a WAV at 1 Hz with block_align 33,000 (2.27 GB in STT before)",
+    wav_1hz_block_align,
+    "sample rate 1 Hz",
+)
+_hostile_audio(
+    "wav_64_channels",
+    'a WAV with 64 channels ("cannot resample audio" in STT before)',
+    wav_64_channels,
+    "64 channels",
+)
 
 
 # Documents are stored as they are: never expanded, never parsed.

@@ -3,8 +3,9 @@
     python -m tests.fuzz.fuzz_ingest --count 100000 [--jobs 2] [--seed 1]
 
 Every input is one mutation chain of a corpus seed: bit flips, truncation, hostile-token
-insertion, block splicing, random base64, byte-level damage inside decoded media, random
-JSON types in any field, JSON-RPC wrapping; fed as str, bytes or an already-parsed Mapping.
+insertion, block splicing, random base64, byte-level and structure-aware damage inside
+decoded media (PNG chunks, JPEG segments, TIFF IFDs, WAV headers: media_mutators.py),
+random JSON types in any field, JSON-RPC wrapping; fed as str, bytes or an already-parsed Mapping.
 For every input: no exception but InvalidToolResult, every media path inside the cache
 root and intact, no file event outside the root (audit hook), agent text that encodes and
 forges no MEDIA: line. Every `--wipe-every` inputs the whole cache tree is checked (inside
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
 import os
 import random
@@ -35,6 +37,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from PIL import Image
+
 from pipelines import CacheLimits, MediaCache, ingest
 from pipelines.errors import InvalidToolResult
 from pipelines.media import MarkerReason
@@ -48,6 +52,7 @@ from tests.corpus.oracle import (
     outside,
     snapshot,
 )
+from tests.fuzz.media_mutators import mutate_media
 
 MAX_INPUT = 256 * 1024
 SLOW_SECONDS = 10.0
@@ -140,6 +145,12 @@ MEDIA_PREFIXES = [
 BLOCK_TYPES = ["text", "image", "audio", "resource", "resource_link", "video", "", "IMAGE"]
 
 
+def _small(fmt: str) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (24, 16), (40, 90, 200)).save(out, format=fmt)
+    return out.getvalue()
+
+
 def benign_seeds() -> list[bytes]:
     """Well-formed results, so that mutations also explore the paths that store media."""
     b = build
@@ -148,6 +159,10 @@ def benign_seeds() -> list[bytes]:
         b.result(b.image(b.png(seed=3)), b.text("a chart")),
         b.result(b.image(b.jpeg(), "image/jpeg"), b.audio(wav)),
         b.result(b.image(b.many_frames_gif(4), "image/gif")),
+        b.result(b.image(_small("TIFF"), "image/tiff"), b.image(_small("WEBP"), "image/webp")),
+        b.result(b.image(b.progressive_jpeg_scan_bomb(side=96, scans=4), "image/jpeg")),
+        b.result(b.image(b.tiff_tile_bomb(side=16, tile=64), "image/tiff")),
+        b.result(b.audio(b.wav_header(channels=2, rate=8000, block_align=4, data=b"\x00" * 400))),
         b.result(b.audio(b"OggS\x00\x02" + b"\x00" * 20 + b"OpusHead" + b"\x00" * 64, "audio/ogg")),
         b.result(b.audio(b"ID3\x04\x00\x00\x00\x00\x00\x00\xff\xfb\x90\x64" + b"\x00" * 64)),
         b.result(b.doc("file:///reports/q3.pdf"), b.link("file:///r/q3.xlsx", name="q3.xlsx")),
@@ -316,7 +331,13 @@ class Mutator:
             raw = base64.b64decode(owner[key] + "==", validate=False)
         except ValueError:
             return
-        owner[key] = base64.b64encode(self.byte_level(raw)).decode("ascii")
+        if rng.random() < 0.6:
+            damaged = mutate_media(raw, rng)  # PNG chunks, JPEG segments, TIFF IFDs, WAV
+            if damaged == raw:
+                damaged = self.byte_level(raw)
+        else:
+            damaged = self.byte_level(raw)
+        owner[key] = base64.b64encode(damaged[: MAX_INPUT // 2]).decode("ascii")
 
     def _strings(self, doc: Any) -> list[tuple[Any, Any]]:
         slots: list[tuple[Any, Any]] = []

@@ -169,7 +169,8 @@ def test_hostile_case(name: str, tmp_path: Path) -> None:
     away.mkdir()
     (away / "canary.txt").write_text("must not change")
     planted = plant(expect.get("setup"), payload, root, away)
-    cache = MediaCache(root, CacheLimits(max_blob_bytes=build.MAX_BLOB_BYTES))
+    limit = expect.get("max_blob_bytes", build.MAX_BLOB_BYTES)
+    cache = MediaCache(root, CacheLimits(max_blob_bytes=limit))
     before = snapshot(tmp_path, exclude=root)
 
     out: RenderedResult | None = None
@@ -208,6 +209,58 @@ def test_hostile_case(name: str, tmp_path: Path) -> None:
         problems += [f"file in the cache that no media names: {p}" for p in sorted(extra)]
     assert not problems, "\n".join(problems)
     assert elapsed < expect.get("max_seconds", build.DEFAULT_MAX_SECONDS)
+
+
+MEMORY_CASES = sorted(name for name in NAMES if "max_rss_mib" in EXPECTED[name])
+
+# A fresh interpreter ingests one payload and reports its own extra peak RSS (VmHWM since
+# exec, over the RSS just before ingesting) and that of the bounded decoder child.
+_MEASURE = r"""
+import json, sys
+from pathlib import Path
+from pipelines import CacheLimits, MediaCache, ingest
+from pipelines import bounded
+
+def kib(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise SystemExit("no " + key)
+
+payload = Path(sys.argv[1]).read_bytes()
+cache = MediaCache(Path(sys.argv[2]), CacheLimits(max_blob_bytes=int(sys.argv[3])))
+before = kib("VmRSS")
+out = ingest(payload, cache=cache)
+child = bounded.last_child_peak_kib[0]
+print(json.dumps({
+    "extra_kib": kib("VmHWM") - before,
+    "child_extra_kib": max(0, child - before) if child else 0,
+    "markers": [m.reason.value for m in out.markers],
+}))
+"""
+
+
+@pytest.mark.parametrize("name", MEMORY_CASES)
+def test_hostile_decoder_case_stays_within_its_memory_bound(name: str, tmp_path: Path) -> None:
+    """The peak memory of a fresh process ingesting the case, and of its decoder child."""
+    expect = EXPECTED[name]
+    source = tmp_path / "payload.json"
+    source.write_bytes(build.CASES[name].payload())
+    limit = expect.get("max_blob_bytes", build.MAX_BLOB_BYTES)
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(source), str(tmp_path / "cache"), str(limit)],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
+    found = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    wanted = [m["reason"] for m in expect.get("markers", [])]
+    assert found["markers"] == wanted
+    bound = expect["max_rss_mib"] * 1024
+    assert found["extra_kib"] <= bound, found
+    assert found["child_extra_kib"] <= bound, found
 
 
 def cli_env(home: Path) -> dict[str, str]:

@@ -301,8 +301,13 @@ def test_json_shape_is_exact(cache: MediaCache, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("payload", "names_the_file"),
-    [(b"MZ\x90\x00" + bytes(200), True), (b"", True), (b"BM" + bytes(60), False)],
-    ids=["exe", "empty", "bmp-signature-only"],
+    [
+        (b"MZ\x90\x00" + bytes(200), False),
+        (b"", False),
+        (b"BM" + bytes(60), False),
+        (png_bytes((64, 48))[:-30], False),
+    ],
+    ids=["exe", "empty", "bmp-signature-only", "truncated-png"],
 )
 def test_not_image_markers_name_the_block_not_a_temp_file(
     cache: MediaCache, payload: bytes, names_the_file: bool
@@ -312,5 +317,6 @@ def test_not_image_markers_name_the_block_not_a_temp_file(
     assert marker.reason is MarkerReason.NOT_IMAGE
     assert str(cache.root) not in marker.message and ".tmp-" not in marker.message
     assert str(cache.root) not in out.text and ".tmp-" not in out.text
-    # Pillow's "cannot identify image file ..." names the block instead of the gone temp file.
+    # A refusal by magic bytes names the format; one from Pillow ("cannot identify image
+    # file ...") names the block instead of the gone temp file.
     assert ("block 1 (image/png)" in marker.message) is names_the_file
