@@ -8,13 +8,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import venv
 from pathlib import Path
 
 import pytest
 
 from tests.support.cluster import ROOT, Cluster, write_result
 from tests.support.factories import audio_block, image_block, png_bytes, wav_bytes
+from tests.support.venvs import venv_with
 
 pytestmark = pytest.mark.integration
 
@@ -32,17 +32,7 @@ def light_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(
             ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
         )
-    venv.EnvBuilder(with_pip=True).create(target)
-    python = target / "bin" / "python"
-    proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", f"{source}[jobs,vision]"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return python
+    return venv_with(target, f"{source}[jobs,vision]")
 
 
 def test_speech_extra_is_absent(light_python: Path) -> None:

@@ -19,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from tests.integration.conftest import ROOT, Cluster
+from tests.support.venvs import venv_with
 
 pytestmark = pytest.mark.integration
 
@@ -211,21 +212,7 @@ server.run()
 
 @pytest.fixture(scope="module")
 def sdk1_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import subprocess
-    import venv
-
-    target = tmp_path_factory.mktemp("sdk1-venv")
-    venv.EnvBuilder(with_pip=True).create(target)
-    python = target / "bin" / "python"
-    proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "mcp==1.30.0"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return python
+    return venv_with(tmp_path_factory.mktemp("sdk1-venv"), "mcp==1.30.0")
 
 
 def test_an_sdk_1x_upstream_negotiates_and_its_image_is_rewritten(
