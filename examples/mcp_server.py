@@ -2,8 +2,8 @@
 
     python examples/mcp_server.py          # stdio
 
-Tools: `screenshot` (a PNG with legible text), `voice_note` (a spoken WAV clip when the
-default voice is installed, else a tone), `report` (an embedded PDF), `stats` (typed output:
+Tools: `screenshot` (a PNG with legible text), `voice_note` (a one-second WAV tone: no
+speech, so its transcript says so), `report` (an embedded PDF), `stats` (typed output:
 structured content plus its text copy), `notes` (an embedded Markdown resource), `ping`.
 """
 

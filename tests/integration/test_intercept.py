@@ -80,3 +80,16 @@ def test_bad_input_is_passed_through_with_a_reason(cluster: Cluster, payload: by
     assert proc.returncode == 0
     assert proc.stdout == payload
     assert "passed through" in proc.stderr.decode()
+
+
+def test_link_is_not_offered_where_nothing_serves_links(cluster: Cluster) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "workers.cli.main", "intercept", "--images", "link"],
+        input=wrapped_image_result(),
+        capture_output=True,
+        cwd=ROOT,
+        env=cluster.env(),
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2 and b"invalid choice: 'link'" in proc.stderr

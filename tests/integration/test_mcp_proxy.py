@@ -269,3 +269,28 @@ def test_cancellation_reaches_the_upstream(cluster: Cluster, tmp_path: Path) -> 
 
     run(scenario)
     assert marker.read_text() == "cancelled"
+
+
+def test_without_a_broker_a_running_job_is_known_to_media_result(cluster: Cluster) -> None:
+    cluster.fake.set(reply="Slow inline summary.", latency=1.0)
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", "--wait", "0", *wrap()) as client:
+            note = texts(await client.call_tool("screenshot", {}))[-1]
+            job_id = note.split(" job ")[1].split(" ")[0]
+            first = await client.call_tool("media_result", {"id": job_id})
+            assert not first.is_error and first.structured_content is not None
+            assert first.structured_content["status"] in ("pending", "done")
+            for _ in range(300):
+                got = await client.call_tool("media_result", {"id": job_id})
+                assert got.structured_content is not None
+                if got.structured_content["status"] == "done":
+                    break
+                await anyio.sleep(0.1)
+            assert "Slow inline summary." in texts(got)[0]
+            # A finished result answers at once, even with --wait 0.
+            again = await client.call_tool("describe_image", {"image": job_id})
+            assert again.structured_content is not None
+            assert again.structured_content["summary"] == "Slow inline summary."
+
+    run(scenario)

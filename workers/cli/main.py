@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         "intercept",
         help="rewrite one CallToolResult from stdin to stdout (MCP gateway after:exec hook)",
     )
-    add_door_flags(p)
+    add_door_flags(p, serves_links=False)
     p.set_defaults(handler=cmd_intercept)
 
     p = sub.add_parser("demo", help="the whole pipeline once on the bundled sample (make run)")

@@ -14,17 +14,20 @@ from workers.mcp.rewriter import DoorOptions, MediaRewriter
 from workers.settings import Settings
 
 
-def add_door_flags(p: argparse.ArgumentParser) -> None:
-    policies = [m.value for m in MediaPolicy]
+def add_door_flags(p: argparse.ArgumentParser, *, serves_links: bool = True) -> None:
+    """The options every door takes. `link` and `--inline-max` need a server that answers
+    resources/read for mcp-media:// URIs (proxy, mcp); intercept has none."""
+    policies = [m.value for m in MediaPolicy if serves_links or m is not MediaPolicy.LINK]
     p.add_argument("--images", choices=policies, default="keep", help="image blocks (keep)")
     p.add_argument("--audio", choices=policies, default="keep", help="audio blocks (keep)")
-    p.add_argument(
-        "--inline-max",
-        type=int,
-        default=DEFAULT_INLINE_MAX,
-        metavar="BYTES",
-        help="embedded blobs larger than this become a resource link (1 MiB)",
-    )
+    if serves_links:
+        p.add_argument(
+            "--inline-max",
+            type=int,
+            default=DEFAULT_INLINE_MAX,
+            metavar="BYTES",
+            help="embedded blobs larger than this become a resource link (1 MiB)",
+        )
     p.add_argument(
         "--wait", type=float, default=20.0, metavar="S", help="wait for summaries (20; 0: never)"
     )
@@ -33,8 +36,10 @@ def add_door_flags(p: argparse.ArgumentParser) -> None:
 
 
 def door_options(args: argparse.Namespace) -> DoorOptions:
+    # Without --inline-max (intercept) nothing becomes a link: no server could serve it.
+    inline_max = getattr(args, "inline_max", None) or sys.maxsize
     policy = RewritePolicy(
-        images=MediaPolicy(args.images), audio=MediaPolicy(args.audio), inline_max=args.inline_max
+        images=MediaPolicy(args.images), audio=MediaPolicy(args.audio), inline_max=inline_max
     )
     return DoorOptions(policy=policy, wait=args.wait, inline=args.inline, server=args.server)
 
@@ -91,7 +96,13 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> int:
     from pathlib import Path
 
-    from workers.mcp.http import DoorConfigError, parse_listen, resolve_token, serve_http
+    from workers.mcp.http import (
+        DoorConfigError,
+        check_free,
+        parse_listen,
+        resolve_token,
+        serve_http,
+    )
     from workers.mcp.serve import build_proxy, serve_stdio
 
     listen = token = None
@@ -99,14 +110,16 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
         try:
             listen = parse_listen(args.http)
             token = resolve_token(settings.home, args.token, listen[0])
+            check_free(*listen)
         except DoorConfigError as exc:
             raise CliError(str(exc)) from None
     proxy = build_proxy(settings, specs, door_options(args), [Path(r) for r in args.allow_root])
     if listen is None or token is None:
         return serve_stdio(proxy)
+    where = "the one given with --token" if args.token else str(settings.home / "mcp-token")
     sys.stderr.write(
         f"mcp-media: MCP over streamable HTTP on http://{listen[0]}:{listen[1]}/mcp "
-        f"(bearer token: --token, or {settings.home / 'mcp-token'})\n"
+        f"(bearer token: {where})\n"
     )
     return serve_http(proxy, listen[0], listen[1], token)
 

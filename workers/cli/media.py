@@ -200,7 +200,7 @@ def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print_json(row)
     else:
-        sys.stdout.write(f"{row['id']} {row['capability']} {row['status']}\n")
+        sys.stdout.write(f"{row['id'] or '-'} {row['capability']} {row['status']}\n")
         if envelope is not None:
             note = result_note(envelope)
             sys.stdout.write((note or f"reason: {envelope.reason}") + "\n")

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import secrets
+import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,17 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_free(host: str, port: int) -> None:
+    """Refuse at start, in one line, an address another process already listens on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise DoorConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def resolve_token(home: Path, given: str | None, host: str) -> str:

@@ -9,6 +9,7 @@ waits at most `wait` seconds, and results not ready by then say how to fetch the
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import threading
 import uuid
@@ -25,6 +26,7 @@ from workers.broker import running_embedded
 from workers.capabilities import CAPABILITIES
 from workers.client import JobHandle, MediaClient
 from workers.settings import Settings
+from workers.store import settled
 
 if TYPE_CHECKING:
     from workers.jobs.resources import Resources
@@ -54,6 +56,7 @@ class MediaRewriter:
         self.client: MediaClient | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inline: Resources | None = None
+        self._running: dict[ResultKey, concurrent.futures.Future[list[JobHandle]]] = {}
         if not options.inline:
             running = running_embedded(settings.home)
             url = settings.redis_url or (running.url if running is not None else None)
@@ -92,6 +95,8 @@ class MediaRewriter:
         return self._run_here(jobs, wait, trace_id)
 
     def _run_here(self, jobs: Sequence[JobRequest], wait: float, trace_id: str) -> list[JobHandle]:
+        """Jobs in this process: a finished result answers at once, a job already running
+        here is not started twice, and what is not done within `wait` keeps running."""
         from workers.jobs.inline import local_resources, run_inline
 
         with self._lock:
@@ -100,19 +105,44 @@ class MediaRewriter:
                     INLINE_WORKERS, thread_name_prefix="mcp-media-job"
                 )
                 self._inline = local_resources(self.settings)
-        futures = [
-            self._pool.submit(run_inline, self.settings, [job], trace_id, self._inline)
-            for job in jobs
-        ]
-        concurrent.futures.wait(futures, timeout=max(wait, 0))
-        handles = []
-        for job, future in zip(jobs, futures, strict=True):
+        assert self._inline is not None
+        waiting: list[tuple[JobRequest, ResultKey, concurrent.futures.Future[list[JobHandle]]]]
+        waiting = []
+        done: dict[int, JobHandle] = {}
+        for index, job in enumerate(jobs):
+            spec = CAPABILITIES[job.capability]
+            key = ResultKey(job.capability, spec.version(self.settings), job.sha256)
+            found = self._inline.store.get(key)
+            if settled(found):
+                assert found is not None
+                done[index] = JobHandle(job.sha256, key, job.path, found.status, found)
+                continue
+            with self._lock:
+                future = self._running.get(key)
+                if future is None:
+                    future = self._pool.submit(
+                        run_inline, self.settings, [job], trace_id, self._inline
+                    )
+                    self._running[key] = future
+                    future.add_done_callback(functools.partial(self._finished, key))
+            waiting.append((job, key, future))
+        concurrent.futures.wait([f for _, _, f in waiting], timeout=max(wait, 0))
+        for job, key, future in waiting:
+            index = jobs.index(job)
             if future.done() and future.exception() is None:
-                handles += future.result()
-            else:  # still running here (its sidecar is written when it ends), or broken
-                if future.done():
-                    log.error("inline job %s failed", job.sha256, exc_info=future.exception())
-                spec = CAPABILITIES[job.capability]
-                key = ResultKey(job.capability, spec.version(self.settings), job.sha256)
-                handles.append(JobHandle(job.sha256, key, job.path, Status.PENDING))
-        return handles
+                (done[index],) = future.result()
+                continue
+            if future.done():
+                log.error("inline job %s failed", job.sha256, exc_info=future.exception())
+            # Still running here: its sidecar is written when it ends; its id is the sha256.
+            done[index] = JobHandle(job.sha256, key, job.path, Status.PENDING)
+        return [done[i] for i in range(len(jobs))]
+
+    def _finished(self, key: ResultKey, _future: object) -> None:
+        with self._lock:
+            self._running.pop(key, None)
+
+    def running_here(self, sha256: str) -> ResultKey | None:
+        """The key of a job running in this process for this media, if any."""
+        with self._lock:
+            return next((k for k in self._running if k.sha256 == sha256), None)

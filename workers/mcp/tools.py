@@ -301,7 +301,8 @@ class OwnTools:
             found = sidecars.read(key)
             if found is not None:
                 return key, found
-        return None, None
+        running = self.rewriter.running_here(ident)  # jobs in this process: id = sha256
+        return (running, None) if running is not None else (None, None)
 
     async def _status(self, arguments: dict[str, Any]) -> types.CallToolResult:
         client = self.rewriter.client

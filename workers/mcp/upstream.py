@@ -174,6 +174,13 @@ class _OwningTransport:
 MessageHandler = Callable[[str, Any], Awaitable[None]]
 
 
+def _reason(exc: BaseException) -> str:
+    """The first real error inside task-group wrappers, in one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
 class Upstream:
     """One upstream server and its (re)started session."""
 
@@ -208,7 +215,7 @@ class Upstream:
                     self._ready.set()
                     await self._broken.wait()
             except Exception as exc:  # a spawn failure, a crash, a refused connection
-                self.error = f"{type(exc).__name__}: {exc}"[:500]
+                self.error = _reason(exc)
                 log.warning("upstream %s is down: %s", self.name, self.error)
             finally:
                 self.client = None
