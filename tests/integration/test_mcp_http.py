@@ -184,14 +184,6 @@ def test_a_busy_port_is_refused_in_one_line(cluster: Cluster) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = subprocess.run(
-            [sys.executable, "-m", "workers.cli.main", "mcp", "--http", f"127.0.0.1:{port}"],
-            cwd=ROOT,
-            env=cluster.env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        proc = cluster.cli("mcp", "--http", f"127.0.0.1:{port}", timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "cannot listen" in proc.stderr
