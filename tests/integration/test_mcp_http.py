@@ -110,15 +110,7 @@ def test_foreign_origin_is_refused(http_door: tuple[str, str]) -> None:
 
 
 def test_non_loopback_without_a_token_is_refused_at_start(cluster: Cluster) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "workers.cli.main", "mcp", "--http", "0.0.0.0:8765"],
-        cwd=ROOT,
-        env=cluster.env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = cluster.cli("mcp", "--http", "0.0.0.0:8765", timeout=60)
     assert proc.returncode == 2
     assert "without a token" in proc.stderr
 
