@@ -1,12 +1,11 @@
 """Run one `mcp-media` command in this process under a socket and file guard.
 
-    python -m tests.support.confined_run REPORT.json [--no-confine] -- ARGS...
+    python -m tests.support.confined_run REPORT.json -- ARGS...
 
 Before anything else is imported, an audit hook records every socket event (name lookups,
 connect, bind, sendto) and every file opened for writing, created, renamed or removed
-outside $MCP_MEDIA_HOME (bytecode caches aside). Then the real CLI runs ARGS (with
-`--no-confine` the process edge, `workers.settings.confine_process`, is skipped: the
-control that shows what a library does without it). The record goes to REPORT.json.
+outside $MCP_MEDIA_HOME (bytecode caches aside). Then the real CLI runs ARGS, process
+edge (`workers.settings.confine_process`) included. The record goes to REPORT.json.
 
 Native code (onnxruntime's telemetry files) does not pass through the audit hook: the
 caller compares the XDG_CACHE_HOME and TMPDIR it gave the process before and after.
@@ -36,8 +35,6 @@ _MUTATING = frozenset({"os.mkdir", "os.rename", "os.remove", "os.symlink", "os.t
 
 def main(argv: list[str]) -> int:
     report_file = argv[0]
-    confine = "--no-confine" in argv[: argv.index("--")]
-    confine = not confine
     args = argv[argv.index("--") + 1 :]
     home = os.path.abspath(os.environ["MCP_MEDIA_HOME"])
     record: dict[str, list[str]] = {"sockets": [], "writes": []}
@@ -67,14 +64,8 @@ def main(argv: list[str]) -> int:
 
     sys.addaudithook(hook)
 
-    import workers.settings
     from workers.cli.main import main as cli_main
 
-    if not confine:
-        import workers.cli.main
-
-        for module in (workers.settings, workers.cli.main):
-            setattr(module, "confine_process", lambda home: None)  # noqa: B010
     try:
         code = cli_main(args)
     finally:
