@@ -126,6 +126,18 @@ class JobSettings(BaseModel):
     high_water: int = Field(default=500, ge=1)  # reprocess waits while a queue holds more
 
 
+class ApiSettings(BaseModel):
+    """`mcp-media serve`: the HTTP API (OpenAI audio) and the jobs page."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, gt=0, lt=65536)
+    # Bearer key of /v1/* and the page's login. Unset: generated once in <home>/api-key,
+    # loopback only; a non-loopback address is refused without one.
+    key: SecretStr = SecretStr("")
+    max_upload_mb: float = Field(default=25.0, gt=0)
+    wait: float = Field(default=300.0, gt=0)  # seconds a request waits for its job (then 504)
+
+
 # The environment `Settings.from_env` reads instead of os.environ, for this context only.
 _given_env: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "given_env", default=None
@@ -154,6 +166,7 @@ class Settings(BaseSettings):
     stt: SttSettings = Field(default_factory=SttSettings)
     tts: TtsSettings = Field(default_factory=TtsSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
 
     @classmethod
     def settings_customise_sources(

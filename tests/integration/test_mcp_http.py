@@ -7,7 +7,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,27 +17,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.conftest import ROOT, Cluster
+from tests.support.net import free_port, wait_for_port
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listens on {port}:\n{log.read_text()[-2000:]}")
 
 
 @pytest.fixture

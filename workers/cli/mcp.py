@@ -96,13 +96,8 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> int:
     from pathlib import Path
 
-    from workers.mcp.http import (
-        DoorConfigError,
-        check_free,
-        parse_listen,
-        resolve_token,
-        serve_http,
-    )
+    from workers.listen import ListenError, check_free
+    from workers.mcp.http import parse_listen, resolve_token, serve_http
     from workers.mcp.serve import build_proxy, serve_stdio
 
     listen = token = None
@@ -111,7 +106,7 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
             listen = parse_listen(args.http)
             token = resolve_token(settings.home, args.token, listen[0])
             check_free(*listen)
-        except DoorConfigError as exc:
+        except ListenError as exc:
             raise CliError(str(exc)) from None
     proxy = build_proxy(settings, specs, door_options(args), [Path(r) for r in args.allow_root])
     if listen is None or token is None:

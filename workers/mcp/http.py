@@ -8,11 +8,7 @@ security checks Host and Origin (DNS rebinding) and caps request bodies.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
-import os
-import secrets
-import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +16,7 @@ from typing import Any
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 
+from workers.listen import ListenError, is_loopback, resolve_secret
 from workers.mcp.proxy import Proxy
 
 Scope = MutableMapping[str, Any]
@@ -31,7 +28,7 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 TOKEN_FILE = "mcp-token"  # noqa: S105 - a file name, not a secret
 
 
-class DoorConfigError(Exception):
+class DoorConfigError(ListenError):
     """The HTTP door cannot start as asked; the message says why."""
 
 
@@ -42,46 +39,8 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_free(host: str, port: int) -> None:
-    """Refuse at start, in one line, an address another process already listens on."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise DoorConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-
-
 def resolve_token(home: Path, given: str | None, host: str) -> str:
-    if given:
-        if len(given) < 16:
-            raise DoorConfigError("the bearer token must be at least 16 characters")
-        return given
-    if not is_loopback(host):
-        raise DoorConfigError(
-            f"refusing to listen on {host} without a token: pass --token (or listen on 127.0.0.1)"
-        )
-    path = home / TOKEN_FILE
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    home.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(token)
-    return token
+    return resolve_secret(home, given, host, file=TOKEN_FILE, how="--token", noun="token")
 
 
 def require_bearer(app: ASGIApp, token: str) -> ASGIApp:

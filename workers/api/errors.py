@@ -1,0 +1,49 @@
+"""Errors in the OpenAI shape: `{"error": {"message", "type", "param", "code"}}`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from starlette.responses import JSONResponse
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "service_unavailable",
+    504: "timeout",
+}
+
+
+class ApiError(Exception):
+    """Raised anywhere under a route; the app answers it in the OpenAI shape."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = dict(headers or {})
+
+    def response(self) -> JSONResponse:
+        body = {
+            "error": {
+                "message": self.message,
+                "type": _TYPES.get(self.status, "api_error"),
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+        return JSONResponse(body, status_code=self.status, headers=self.headers)

@@ -1,0 +1,40 @@
+"""`mcp-media serve`: the HTTP API and the jobs page, in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workers.cli.common import CliError
+from workers.listen import ListenError, check_free, resolve_secret
+from workers.settings import Settings
+
+KEY_FILE = "api-key"
+
+
+def add_serve_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1; MCP_MEDIA_API__HOST)")
+    p.add_argument("--port", type=int, help="port (default 8000; MCP_MEDIA_API__PORT)")
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    host = args.host or settings.api.host
+    port = args.port or settings.api.port
+    given = settings.api.key.get_secret_value() or None
+    try:
+        key = resolve_secret(settings.home, given, host, file=KEY_FILE, how="MCP_MEDIA_API__KEY")
+        check_free(host, port)
+    except ListenError as exc:
+        raise CliError(str(exc)) from None
+
+    import uvicorn
+
+    from workers.api.app import create_app
+
+    where = "MCP_MEDIA_API__KEY" if given else str(settings.home / KEY_FILE)
+    shown = f"[{host}]" if ":" in host else host
+    sys.stderr.write(
+        f"mcp-media: serving http://{shown}:{port}/ (OpenAI audio API at /v1; key: {where})\n"
+    )
+    uvicorn.run(create_app(settings, key), host=host, port=port, log_level="warning", lifespan="on")
+    return 0
