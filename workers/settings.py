@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -167,6 +167,13 @@ class Settings(BaseSettings):
     tts: TtsSettings = Field(default_factory=TtsSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, home: Path) -> Path:
+        # Workers, the embedded broker and model recipes run in other folders: a relative
+        # MCP_MEDIA_HOME means the folder it names from where the command was started.
+        return home.expanduser().absolute()
 
     @classmethod
     def settings_customise_sources(
