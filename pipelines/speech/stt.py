@@ -147,12 +147,17 @@ def load_transcriber(config: SttConfig) -> Transcriber:
     from pipelines.engines.sherpa import SherpaWhisper
 
     files = validate_model_dir(config.model_dir, config.language)
+    if config.task not in ("transcribe", "translate"):
+        raise ConfigError(f"unknown whisper task {config.task!r}: transcribe or translate")
+    if config.task == "translate" and not files.multilingual:
+        raise ConfigError(f"{config.model_dir.name} is English-only: it cannot translate")
     return SherpaWhisper(
         files.encoder,
         files.decoder,
         files.tokens,
         config.threads,
         config.language or "en",
+        task=config.task,
         tail_padding_frames=max(1, round(config.tail_padding_s * 100)),
     )
 

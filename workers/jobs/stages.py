@@ -14,8 +14,11 @@ from pipelines.errors import ConfigError
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
+from workers.chunks import ChunkWriter
+from workers.configs import stt_options
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
+from workers.store import RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +49,35 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
             store.release_slot(VISION_SLOT, token)
 
 
-def transcribe(resources: Resources, path: Path) -> StageOutcome:
-    return run_transcribe(resources.transcriber(), resources.settings, path)
+def transcribe(
+    resources: Resources, path: Path, params: Mapping[str, Any] | None = None
+) -> StageOutcome:
+    options = stt_options(params)
+    return run_transcribe(resources.transcriber(options), resources.settings, path, options)
 
 
-def synthesize(resources: Resources, path: Path) -> StageOutcome:
-    return run_synthesize(resources.synthesizer(), resources.settings, path)
+def synthesize(
+    resources: Resources, path: Path, params: Mapping[str, Any] | None = None
+) -> StageOutcome:
+    """Speak one request; with a `stream` param, chunks go to that stream as they come."""
+    stream = (params or {}).get("stream")
+    writer = None
+    if isinstance(stream, str) and isinstance(resources.store, RedisStore):
+        writer = ChunkWriter(resources.store.redis, stream)
+    try:
+        outcome = run_synthesize(
+            resources.synthesizer,
+            resources.settings,
+            path,
+            writer.write if writer is not None else None,
+        )
+    except BaseException as exc:
+        if writer is not None:
+            writer.end(f"{type(exc).__name__}: {exc}"[:300] or "failed")
+        raise
+    if writer is not None:
+        writer.end()
+    return outcome
 
 
 def probe_vision(resources: Resources) -> None:
@@ -120,12 +146,12 @@ RUNNERS: Mapping[Capability, Runner] = {
         probe=probe_vision,
     ),
     Capability.AUDIO_TRANSCRIBE: Runner(
-        stage=lambda res, path, params: transcribe(res, path),
+        stage=transcribe,
         load=lambda res: res.transcriber(),
         probe=probe_stt,
     ),
     Capability.AUDIO_SYNTHESIZE: Runner(
-        stage=lambda res, path, params: synthesize(res, path),
+        stage=synthesize,
         load=lambda res: res.synthesizer(),
         probe=probe_tts,
     ),
