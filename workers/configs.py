@@ -26,7 +26,7 @@ VAD_DEFAULT = "silero-vad"
 # `pipelines.speech.encode.FORMATS`, named here without importing PyAV.
 SPEECH_FORMATS = ("ogg", "wav", "mp3", "aac", "flac", "pcm")
 # Per-job STT options that change the transcript, with the value that changes nothing.
-STT_OPTIONS = {"language": "", "task": "transcribe"}
+STT_OPTIONS = {"language": "en", "task": "transcribe"}
 
 
 def vision_config(settings: Settings) -> VisionConfig:
