@@ -9,23 +9,18 @@ provisional header, as any streamed WAV or FLAC does.
 
 from __future__ import annotations
 
-import contextlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO, Protocol, Self, cast
-
-import av
-import av.error
+from typing import BinaryIO, Protocol, Self
 
 from pipelines.speech.audio import (
     AudioEncodeError,
     OggOpusWriter,
+    PyAvWriter,
     Samples,
     _AtomicTarget,
-    _check_samples,
-    _reason,
 )
 
 
@@ -102,59 +97,6 @@ class TeeSink(io.RawIOBase):
         return out
 
 
-class PyAvWriter:
-    """Mono audio through one FFmpeg encoder and muxer into an open binary stream."""
-
-    def __init__(self, sink: BinaryIO, sample_rate: int, fmt: OutFormat) -> None:
-        self.sample_rate = sample_rate
-        self.frames = 0
-        rate = fmt.rate or sample_rate
-        try:
-            self._container = av.open(
-                sink, "w", format=fmt.container, container_options={"flush_packets": "1"}
-            )
-            self._stream = cast(av.AudioStream, self._container.add_stream(fmt.codec, rate=rate))
-            self._stream.layout = "mono"
-            self._stream.format = fmt.sample_format
-            if fmt.bitrate:
-                self._stream.bit_rate = fmt.bitrate
-            frame_size = self._stream.codec_context.frame_size or None
-            self._resampler = av.AudioResampler(
-                format=fmt.sample_format, layout="mono", rate=rate, frame_size=frame_size
-            )
-        except (av.error.FFmpegError, ValueError) as exc:
-            raise AudioEncodeError(f"cannot start the {fmt.name} encoder: {_reason(exc)}") from exc
-
-    def write(self, samples: Samples) -> None:
-        arr = _check_samples(samples)
-        if arr.size == 0:
-            return
-        frame = av.AudioFrame.from_ndarray(arr.reshape(1, -1), format="flt", layout="mono")
-        frame.sample_rate = self.sample_rate
-        self.frames += arr.size
-        self._encode(self._resampler.resample(frame))
-
-    def close(self) -> None:
-        if self.frames == 0:
-            self.abort()
-            raise AudioEncodeError("refusing to write an audio file with zero samples")
-        try:
-            self._encode(self._resampler.resample(None))
-            self._encode([None])
-            self._container.close()
-        except av.error.FFmpegError as exc:
-            raise AudioEncodeError(f"encoding failed: {_reason(exc)}") from exc
-
-    def abort(self) -> None:
-        with contextlib.suppress(av.error.FFmpegError):
-            self._container.close()
-
-    def _encode(self, frames: list[av.AudioFrame] | list[None]) -> None:
-        for frame in frames:
-            for packet in self._stream.encode(frame):
-                self._container.mux(packet)
-
-
 class SpeechFile:
     """One speech file written progressively; `drain()` gives the bytes added since the last
     call (for streaming), the file is renamed into place on a clean exit."""
@@ -169,7 +111,17 @@ class SpeechFile:
             self.writer: AudioWriter = (
                 OggOpusWriter(stream, sample_rate)
                 if fmt == "ogg"
-                else PyAvWriter(stream, sample_rate, FORMATS[fmt])
+                else PyAvWriter(
+                    stream,
+                    sample_rate,
+                    container=FORMATS[fmt].container,
+                    codec=FORMATS[fmt].codec,
+                    rate=FORMATS[fmt].rate,
+                    sample_format=FORMATS[fmt].sample_format,
+                    bitrate=FORMATS[fmt].bitrate,
+                    container_options={"flush_packets": "1"},
+                    name=fmt,
+                )
             )
         except BaseException:
             self._target.abort()
