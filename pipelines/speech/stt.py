@@ -93,6 +93,7 @@ class Progress:
     done_s: float
     segments: int
     elapsed_s: float
+    segment: Segment | None = None  # what this chunk said (None: nobody spoke in it)
 
 
 Checkpoint = Callable[[Progress], None]
@@ -206,10 +207,12 @@ def transcribe(
     for chunk in chunks:
         samples = np.concatenate([chunk.samples, silence]) if silence.size else chunk.samples
         text = _clean(transcriber.transcribe(samples))
-        if text:
-            segments.append(Segment(round(chunk.start_s, 3), round(chunk.end_s, 3), text))
+        said = Segment(round(chunk.start_s, 3), round(chunk.end_s, 3), text) if text else None
+        if said is not None:
+            segments.append(said)
         if checkpoint is not None:
-            checkpoint(Progress(chunk.end_s, len(segments), time.perf_counter() - started))
+            elapsed = time.perf_counter() - started
+            checkpoint(Progress(chunk.end_s, len(segments), elapsed, said))
     return Transcript(
         text=" ".join(s.text for s in segments),
         segments=tuple(segments),

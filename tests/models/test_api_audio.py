@@ -5,15 +5,10 @@ the refusals (auth, oversize, garbage, no worker, queue over high water, wait ru
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import re
-import signal
-import subprocess
-import sys
 import threading
-import time
 import warnings
 import wave
 from collections.abc import Callable, Iterator
@@ -28,12 +23,11 @@ import pytest
 import redis
 from openai import OpenAI
 
-from pipelines.media import Capability
+from pipelines.media import Capability, MediaKind
 from tests.support.audio_samples import corrupt, tone
 from tests.support.audio_samples import encode as encode_audio
-from tests.support.cluster import ROOT, Cluster
+from tests.support.cluster import Cluster
 from tests.support.fake_openai import FakeOpenAI
-from tests.support.net import free_port
 from tests.support.serve import Served, serve
 from workers import keys
 from workers.configs import store_request, synthesis_request
@@ -190,6 +184,31 @@ def test_streamed_transcription_sends_deltas_then_done(
     assert heard("We will review the budget next week.", done.text) >= 0.8
 
 
+def test_long_transcription_streams_segments_before_the_job_ends(
+    speech_api: tuple[Cluster, Served, OpenAI],
+) -> None:
+    cluster, _served, api = speech_api
+    text = " ".join(LONG_TEXT.split(". ")[:14])  # ~45 s of speech: several VAD segments
+    wav = api.audio.speech.create(
+        model="tts-1", voice="alloy", input=text, response_format="wav"
+    ).content
+    client = cluster.client()
+    stored = client.settings.media_cache().store_bytes(wav, MediaKind.AUDIO)
+    key = client.key(Capability.AUDIO_TRANSCRIBE, stored.sha256)
+    stream = api.audio.transcriptions.create(model="whisper-1", file=("long.wav", wav), stream=True)
+    events = iter(stream)
+    first = next(events)
+    assert first.type == "transcript.text.delta"
+    assert client.store.get(key) is None  # the first words came before the job's result
+    rest = list(events)
+    client.close()
+    deltas = [first, *(e for e in rest if e.type == "transcript.text.delta")]
+    done = rest[-1]
+    assert done.type == "transcript.text.done" and len(deltas) > 1
+    assert "".join(e.delta for e in deltas).strip() == done.text
+    assert heard(text, done.text) >= 0.7
+
+
 def test_speech_streams_before_the_synthesis_ends(
     speech_api: tuple[Cluster, Served, OpenAI],
 ) -> None:
@@ -328,43 +347,3 @@ def test_eight_concurrent_clients(speech_api: tuple[Cluster, Served, OpenAI]) ->
     for n, text in results.items():
         assert f"week {n + 10}" in text.lower() or heard(lines[n], text) >= 0.7, (n, text)
     assert len(results) == 8
-
-
-def test_up_with_api_serves_speech_and_sigterm_stops_it(
-    cluster: Cluster, models_home: Path
-) -> None:
-    cluster.home.mkdir(parents=True, exist_ok=True)
-    (cluster.home / "models").symlink_to(models_home / "models")
-    port = free_port()
-    log = cluster.home / "up.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli.main", "up", "--api", "--grace", "20"],
-            cwd=ROOT,
-            env=cluster.env(MCP_MEDIA_API__PORT=str(port)),
-            stdout=subprocess.DEVNULL,
-            stderr=out,
-            start_new_session=True,
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300  # a condition to wait for, not a timing assertion
-        ready = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            with contextlib.suppress(httpx2.TransportError):
-                ready = httpx2.get(f"{url}/readyz", timeout=5)
-                if ready.status_code == 200:
-                    break
-            time.sleep(0.5)
-        assert ready is not None and ready.status_code == 200, log.read_text()
-        assert f"API http://127.0.0.1:{port}/v1" in log.read_text()
-        key = (cluster.home / "api-key").read_text().strip()
-        api = OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
-        audio = api.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCE).content
-        assert heard(SENTENCE, transcribe(api, audio, "up.mp3").text) >= 0.8
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=120)
-    assert code == 0, log.read_text()
-    with pytest.raises(httpx2.TransportError):
-        httpx2.get(f"{url}/healthz", timeout=5)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from workers.api import jobs
 from workers.api.catalog import TTS_MODELS, aliases, resolve_voice, voices
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
-from workers.chunks import Chunk, read_chunks
+from workers.api.relay import Relay
 from workers.configs import store_request, synthesis_request
 
 # OpenAI's response_format -> (the job's format, content type).
@@ -41,7 +40,6 @@ FORMATS = {
     "pcm": ("pcm", "audio/pcm"),
 }
 FILE_CHUNK = 64 * 1024
-READ_BLOCK_MS = 500
 
 
 async def _json_body(request: Request, limit: int) -> dict[str, Any]:
@@ -132,69 +130,6 @@ def _respond(audio: AsyncIterator[bytes], content_type: str, stream_format: str)
 
 def _output_path(envelope: Envelope, job_id: str) -> Path:
     return Path(str(jobs.check_done(envelope, job_id)["path"]))
-
-
-class Relay:
-    """The chunks of one streamed job, read from its Redis stream as the worker adds them."""
-
-    def __init__(self, ctx: ApiContext, job: jobs.Submitted) -> None:
-        self.ctx = ctx
-        self.job = job
-        self.name = keys.chunks(job.handle.key)
-        self.after = "0"
-        self.ended = False
-        self.error = ""
-
-    async def read(self) -> Sequence[Chunk]:
-        redis = jobs.client_of(self.ctx).store.redis
-        found = await to_thread.run_sync(read_chunks, redis, self.name, self.after, READ_BLOCK_MS)
-        if found:
-            self.after = found[-1].id
-        return found
-
-    async def first(self) -> tuple[list[bytes], Envelope | None]:
-        """Wait for the first audio (or the result, or the end of the wait: 504)."""
-        deadline = time.monotonic() + self.ctx.settings.api.wait
-        while True:
-            data = self._take(await self.read())
-            if data:
-                return data, None
-            if self.ended:  # failed (or ended) before any audio: answer as its result says
-                return [], await jobs.wait(self.ctx, self.job)
-            envelope = await jobs.poll(self.ctx, self.job.handle.key)
-            if envelope is not None:
-                jobs.observe(self.ctx, self.job, envelope)
-                return [], envelope
-            if time.monotonic() >= deadline:
-                raise jobs.timed_out(self.job)
-
-    def _take(self, chunks: Sequence[Chunk]) -> list[bytes]:
-        data = []
-        for chunk in chunks:
-            if chunk.end:
-                self.ended = True
-                self.error = chunk.error
-                break
-            data.append(chunk.data)
-        return data
-
-    async def rest(self, first: list[bytes]) -> AsyncIterator[bytes]:
-        for piece in first:
-            yield piece
-        deadline = time.monotonic() + self.ctx.settings.api.wait
-        while not self.ended and time.monotonic() < deadline:
-            chunks = await self.read()
-            pieces = self._take(chunks)
-            if self.error:
-                return  # the response has started: the client sees it cut short
-            for piece in pieces:
-                yield piece
-            if not chunks and await jobs.poll(self.ctx, self.job.handle.key) is not None:
-                # finished without an end mark (the stream expired): nothing more comes
-                return
-        finished = await jobs.poll(self.ctx, self.job.handle.key)
-        if finished is not None:
-            jobs.observe(self.ctx, self.job, finished)
 
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
@@ -18,10 +19,12 @@ from starlette.routing import BaseRoute, Route
 
 from pipelines.media import Capability
 from pipelines.speech.transcript import Transcript, to_srt, to_vtt
+from workers import keys
 from workers.api import jobs
 from workers.api.catalog import stt_model
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
+from workers.api.relay import Relay
 from workers.api.uploads import Form, read_form
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
@@ -124,17 +127,37 @@ def verbose(transcript: Transcript, task: str) -> dict[str, Any]:
     }
 
 
+def _delta(text: str) -> bytes:
+    return (
+        f"data: {json.dumps({'type': 'transcript.text.delta', 'delta': text + ' '})}\n\n".encode()
+    )
+
+
+def _done(transcript: Transcript) -> bytes:
+    done = {"type": "transcript.text.done", "text": transcript.text, "usage": _usage(transcript)}
+    return f"data: {json.dumps(done)}\n\n".encode()
+
+
 def _events(transcript: Transcript) -> AsyncIterator[bytes]:
+    """A finished transcript as events: one delta per segment, then done."""
+
     async def events() -> AsyncIterator[bytes]:
         for segment in transcript.segments:
-            delta = {"type": "transcript.text.delta", "delta": segment.text + " "}
-            yield f"data: {json.dumps(delta)}\n\n".encode()
-        done = {
-            "type": "transcript.text.done",
-            "text": transcript.text,
-            "usage": _usage(transcript),
-        }
-        yield f"data: {json.dumps(done)}\n\n".encode()
+            yield _delta(segment.text)
+        yield _done(transcript)
+
+    return events()
+
+
+def _live(ctx: ApiContext, relay: Relay, first: list[bytes]) -> AsyncIterator[bytes]:
+    """Deltas as the worker hears each segment, then done from the stored result."""
+
+    async def events() -> AsyncIterator[bytes]:
+        async for data in relay.rest(first):
+            yield _delta(str(json.loads(data).get("text", "")))
+        envelope = relay.finished or await jobs.wait(ctx, relay.job)
+        if envelope.status.value == "done":  # else the stream ends without `done`
+            yield _done(Transcript.from_dict(envelope.output))
 
     return events()
 
@@ -144,12 +167,22 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         form = await read_form(request, ctx.settings)
         assert form.blob is not None
         options = _options(ctx, form, task)
-        job = await jobs.submit(
-            ctx, Capability.AUDIO_TRANSCRIBE, form.blob.sha256, form.blob.path, options
-        )
+        blob = form.blob
+        stream = (form.get("stream") or "").lower() == "true"
+        params: dict[str, str] = dict(options)
+        if stream:
+            key = jobs.client_of(ctx).key(Capability.AUDIO_TRANSCRIBE, blob.sha256, options)
+            params["stream"] = keys.chunks(key)
+        job = await jobs.submit(ctx, Capability.AUDIO_TRANSCRIBE, blob.sha256, blob.path, params)
+        if stream and not job.cached:
+            relay = Relay(ctx, job)
+            first, finished = await relay.first()
+            if finished is None:
+                return StreamingResponse(_live(ctx, relay, first), media_type="text/event-stream")
+            job = replace(job, handle=replace(job.handle, envelope=finished))
         envelope = await jobs.wait(ctx, job)
         transcript = Transcript.from_dict(jobs.check_done(envelope, job.handle.id))
-        if (form.get("stream") or "").lower() == "true":
+        if stream:
             return StreamingResponse(_events(transcript), media_type="text/event-stream")
         return _answer(transcript, form.get("response_format") or "json", task)
 

@@ -14,7 +14,7 @@ from pipelines.errors import PermanentError
 from pipelines.media import MediaKind
 from pipelines.results import StageOutcome, Status
 from pipelines.sniff import Format
-from pipelines.speech.stt import Transcriber, load_transcriber, load_vad, transcribe
+from pipelines.speech.stt import Progress, Transcriber, load_transcriber, load_vad, transcribe
 from pipelines.speech.tts import TextToSpeech, load_tts
 from pipelines.speech.vad import SpeechDetector
 from workers.configs import SPEECH_FORMATS, stt_config, tts_config
@@ -47,11 +47,22 @@ def run_transcribe(
     settings: Settings,
     path: Path,
     options: Mapping[str, str] | None = None,
+    on_segment: Callable[[bytes], None] | None = None,
 ) -> StageOutcome:
+    """Transcribe; `on_segment` gets each segment as JSON as soon as it is recognised."""
     transcriber, detector = engines
     if detector is not None:
         detector.reset()
-    transcript = transcribe(path, transcriber, stt_config(settings, options), detector)
+
+    def checkpoint(progress: Progress) -> None:
+        if on_segment is not None and progress.segment is not None:
+            said = progress.segment
+            on_segment(
+                json.dumps({"start": said.start, "end": said.end, "text": said.text}).encode()
+            )
+
+    config = stt_config(settings, options)
+    transcript = transcribe(path, transcriber, config, detector, checkpoint)
     return StageOutcome(Status.DONE, transcript.to_dict())
 
 

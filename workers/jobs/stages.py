@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -49,35 +50,41 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
             store.release_slot(VISION_SLOT, token)
 
 
+@contextmanager
+def _streamed(
+    resources: Resources, params: Mapping[str, Any] | None
+) -> Iterator[Callable[[bytes], None] | None]:
+    """With a `stream` param (and Redis), the stage's output goes to that chunk stream as it
+    comes, ended with the failure's reason if the stage fails."""
+    stream = (params or {}).get("stream")
+    if not isinstance(stream, str) or not isinstance(resources.store, RedisStore):
+        yield None
+        return
+    writer = ChunkWriter(resources.store.redis, stream)
+    try:
+        yield writer.write
+    except BaseException as exc:
+        writer.end(f"{type(exc).__name__}: {exc}"[:300] or "failed")
+        raise
+    writer.end()
+
+
 def transcribe(
     resources: Resources, path: Path, params: Mapping[str, Any] | None = None
 ) -> StageOutcome:
+    """Transcribe one clip; with a `stream` param, each segment goes out as it is heard."""
     options = stt_options(params)
-    return run_transcribe(resources.transcriber(options), resources.settings, path, options)
+    engines = resources.transcriber(options)
+    with _streamed(resources, params) as on_segment:
+        return run_transcribe(engines, resources.settings, path, options, on_segment)
 
 
 def synthesize(
     resources: Resources, path: Path, params: Mapping[str, Any] | None = None
 ) -> StageOutcome:
-    """Speak one request; with a `stream` param, chunks go to that stream as they come."""
-    stream = (params or {}).get("stream")
-    writer = None
-    if isinstance(stream, str) and isinstance(resources.store, RedisStore):
-        writer = ChunkWriter(resources.store.redis, stream)
-    try:
-        outcome = run_synthesize(
-            resources.synthesizer,
-            resources.settings,
-            path,
-            writer.write if writer is not None else None,
-        )
-    except BaseException as exc:
-        if writer is not None:
-            writer.end(f"{type(exc).__name__}: {exc}"[:300] or "failed")
-        raise
-    if writer is not None:
-        writer.end()
-    return outcome
+    """Speak one request; with a `stream` param, audio goes out sentence by sentence."""
+    with _streamed(resources, params) as on_chunk:
+        return run_synthesize(resources.synthesizer, resources.settings, path, on_chunk)
 
 
 def probe_vision(resources: Resources) -> None:
