@@ -32,6 +32,10 @@ def test_health_is_open_and_the_api_needs_the_generated_key(cluster: Cluster) ->
             assert error["type"] == "authentication_error" and error["message"]
             assert response.headers["www-authenticate"].startswith("Bearer")
         assert httpx2.get(f"{served.url}/metrics", timeout=10).status_code == 401
+        auth = {"Authorization": f"Bearer {served.key}"}
+        metrics = httpx2.get(f"{served.url}/metrics", headers=auth, timeout=10).text
+        assert 'mcp_media_api_requests_total{code="401",route="/v1/models"} 3.0' in metrics
+        assert 'mcp_media_queue_depth{queue="stt"} 0.0' in metrics
 
 
 def test_a_key_from_the_environment_is_used_and_no_file_is_made(cluster: Cluster) -> None:

@@ -81,6 +81,6 @@ def create_app(settings: Settings, key: str) -> Starlette:
         client.close()
 
     app = Starlette(routes=routes, exception_handlers={ApiError: _api_error}, lifespan=lifespan)
-    app.add_middleware(CountRequests, metrics=ctx.metrics)
     app.add_middleware(KeyGuard, key=key)
+    app.add_middleware(CountRequests, metrics=ctx.metrics)  # outermost: refusals count too
     return app
