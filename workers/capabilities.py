@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pipelines.media import Capability, MediaKind
 from workers.configs import stt_version, tts_version, vision_version
@@ -23,7 +24,11 @@ class CapabilitySpec:
     task_name: str
     input_kind: MediaKind
     pool: str  # `threads` for I/O-bound work, `prefork` for CPU-bound models
-    version: Callable[[Settings], str]
+    versioner: Callable[[Settings, Mapping[str, Any] | None], str]
+
+    def version(self, settings: Settings, params: Mapping[str, Any] | None = None) -> str:
+        """The processor version of a job with these params (the dedup key's middle)."""
+        return self.versioner(settings, params)
 
     def time_limits(self, settings: Settings, input_bytes: int) -> tuple[float, float]:
         """(soft, hard) seconds: a fast tier for vision, a tier scaled by size for speech."""
@@ -48,7 +53,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             task_name="mcp_media.summarize_image",
             input_kind=MediaKind.IMAGE,
             pool="threads",
-            version=vision_version,
+            versioner=lambda settings, params: vision_version(settings),
         ),
         CapabilitySpec(
             capability=Capability.AUDIO_TRANSCRIBE,
@@ -56,7 +61,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             task_name="mcp_media.transcribe_audio",
             input_kind=MediaKind.AUDIO,
             pool="prefork",
-            version=stt_version,
+            versioner=stt_version,
         ),
         CapabilitySpec(
             capability=Capability.AUDIO_SYNTHESIZE,
@@ -64,7 +69,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             task_name="mcp_media.synthesize_speech",
             input_kind=MediaKind.DOCUMENT,
             pool="prefork",
-            version=tts_version,
+            versioner=tts_version,
         ),
     )
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,10 @@ from workers.settings import Settings
 
 STT_DEFAULT = "whisper-tiny.en"
 VAD_DEFAULT = "silero-vad"
-SPEECH_FORMATS = ("ogg", "wav")
+# `pipelines.speech.encode.FORMATS`, named here without importing PyAV.
+SPEECH_FORMATS = ("ogg", "wav", "mp3", "aac", "flac", "pcm")
+# Per-job STT options that change the transcript, with the value that changes nothing.
+STT_OPTIONS = {"language": "en", "task": "transcribe"}
 
 
 def vision_config(settings: Settings) -> VisionConfig:
@@ -45,17 +49,23 @@ def vision_config(settings: Settings) -> VisionConfig:
     )
 
 
-def stt_config(settings: Settings) -> SttConfig:
+def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> SttConfig:
     model_dir = settings.stt.model_dir or settings.models_root / STT_DEFAULT
     vad = settings.stt.vad_model or settings.models_root / VAD_DEFAULT / "silero_vad.onnx"
     if settings.stt.vad_model is not None and not vad.exists():
         raise ConfigError(f"MCP_MEDIA_STT__VAD_MODEL {vad} does not exist")
-    return SttConfig(
+    config = SttConfig(
         model_dir=model_dir,
         vad_model=vad if vad.exists() else None,
         threads=settings.stt.threads,
         max_seconds=settings.stt.max_seconds,
         max_bytes=settings.max_blob_bytes,
+    )
+    given = stt_options(options)
+    return replace(
+        config,
+        language=given.get("language", config.language),
+        task=given.get("task", config.task),
     )
 
 
@@ -95,9 +105,22 @@ def vision_version(settings: Settings) -> str:
     return vision_processor_version(vision_config(settings))
 
 
-def stt_version(settings: Settings) -> str:
+def stt_options(params: Mapping[str, Any] | None) -> dict[str, str]:
+    """The job's STT options that differ from what the worker does by default."""
+    given = params or {}
+    return {
+        name: str(given[name])
+        for name, default in STT_OPTIONS.items()
+        if given.get(name) not in (None, default)
+    }
+
+
+def stt_version(settings: Settings, params: Mapping[str, Any] | None = None) -> str:
     config = stt_config(settings)
-    return processor_version(
+    options = stt_options(params)
+    if options.get("language") == config.language:
+        del options["language"]
+    base = processor_version(
         "stt",
         1,
         _model_fingerprint(config.model_dir),
@@ -108,9 +131,13 @@ def stt_version(settings: Settings) -> str:
         config.tail_padding_s,
         config.single_pass_silence_s,
     )
+    # Default jobs keep the version they always had: their results stay valid.
+    return processor_version(base, sorted(options.items())) if options else base
 
 
-def tts_version(settings: Settings) -> str:
+def tts_version(settings: Settings, params: Mapping[str, Any] | None = None) -> str:
+    # The job's own options (voice, speed, format) are in its request document, whose
+    # sha256 is the job's content key: they need no place in the version.
     config = tts_config(settings)
     return processor_version(
         "tts",
@@ -125,14 +152,18 @@ def tts_version(settings: Settings) -> str:
 
 
 def synthesis_request(
-    text: str, settings: Settings, fmt: str | None = None, speed: float | None = None
+    text: str,
+    settings: Settings,
+    fmt: str | None = None,
+    speed: float | None = None,
+    voice: str | None = None,
 ) -> dict[str, Any]:
     """The parameters of one TTS job; their hash is the job's content key."""
     if fmt not in (None, *SPEECH_FORMATS):
-        raise PermanentError(f"unknown audio format {fmt!r}: use ogg or wav")
+        raise PermanentError(f"unknown audio format {fmt!r}: use {', '.join(SPEECH_FORMATS)}")
     return {
         "text": text,
-        "voice": settings.tts.voice,
+        "voice": voice or settings.tts.voice,
         "speed": speed if speed is not None else settings.tts.speed,
         "format": fmt or settings.tts.format,
     }

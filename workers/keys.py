@@ -51,4 +51,12 @@ def job_record(job_id: str) -> str:
     return f"{PREFIX}:jobrec:{job_id}"
 
 
+CHUNKS_PREFIX = f"{PREFIX}:chunks:"
+
+
+def chunks(key: ResultKey) -> str:
+    """The stream a worker writes a job's output to as it comes (see workers.chunks)."""
+    return f"{CHUNKS_PREFIX}{key}"
+
+
 SWEEP_LOCK = f"{PREFIX}:sweep"  # held by the one worker sweeping the job journal right now

@@ -136,6 +136,10 @@ class ApiSettings(BaseModel):
     key: SecretStr = SecretStr("")
     max_upload_mb: float = Field(default=25.0, gt=0)
     wait: float = Field(default=300.0, gt=0)  # seconds a request waits for its job (then 504)
+    retry_after: int = Field(default=5, ge=1)  # the Retry-After of a 429 (queue over high water)
+    # OpenAI voice names (alloy, echo, ...) -> prepared voice folders; unnamed ones: tts.voice.
+    voices: dict[str, str] = Field(default_factory=dict)
+    max_speech_request_kb: int = Field(default=256, ge=1)  # JSON body of /v1/audio/speech
 
 
 # The environment `Settings.from_env` reads instead of os.environ, for this context only.

@@ -30,6 +30,7 @@ class SherpaWhisper:
         tokens: Path,
         threads: int = 1,
         language: str = "en",
+        task: str = "transcribe",
         tail_padding_frames: int = -1,
     ) -> None:
         # sherpa appends `tail_paddings` silent 10 ms frames (-1: its default, 1000) so
@@ -39,7 +40,7 @@ class SherpaWhisper:
             decoder=str(decoder),
             tokens=str(tokens),
             language=language,
-            task="transcribe",
+            task=task,
             num_threads=threads,
             tail_paddings=tail_padding_frames,
         )

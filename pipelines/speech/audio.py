@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO, Self
+from typing import BinaryIO, Self, cast
 
 import av
 import av.error
@@ -329,47 +329,51 @@ class WavWriter:
             self.abort()
 
 
-class OggOpusWriter:
-    """Mono 48 kHz Ogg/Opus (libopus, voip application): what messaging apps take as voice notes.
-
-    `sink` is a path (temp + rename on close) or an open binary stream (pages are written as
-    they fill, for streaming to a client). Input at any rate is resampled once here.
-    """
+class PyAvWriter:
+    """Mono audio through one FFmpeg encoder and muxer into an open binary stream; input at
+    any rate is resampled once here."""
 
     def __init__(
         self,
-        sink: Path | BinaryIO,
+        sink: BinaryIO,
         sample_rate: int,
-        bitrate: int = 24_000,
-        page_duration_ms: int = 200,
+        *,
+        container: str,
+        codec: str,
+        rate: int | None = None,
+        sample_format: str = "s16",
+        codec_format: bool = True,  # False: leave the encoder's own sample format
+        bitrate: int | None = None,
+        container_options: dict[str, str] | None = None,
+        codec_options: dict[str, str] | None = None,
+        frame_size: int | None = None,
+        name: str = "",
     ) -> None:
         self.sample_rate = sample_rate
         self.frames = 0
-        self._target = _AtomicTarget(sink) if isinstance(sink, Path) else None
-        out = self._target.file if self._target else sink
-        options = {"page_duration": str(page_duration_ms * 1000)}
-        if self._target is None:
-            options["flush_packets"] = "1"  # hand each finished page to the stream at once
+        self.name = name or codec
+        rate = rate or sample_rate
         try:
             self._container = av.open(
-                out,
-                "w",
-                format="ogg",
-                container_options=options,
+                sink, "w", format=container, container_options=container_options or {}
             )
-            self._stream = self._container.add_stream(
-                "libopus",
-                rate=OPUS_RATE,
-                options={"application": "voip", "vbr": "on", "frame_duration": "20"},
+            self._stream = cast(
+                av.AudioStream,
+                self._container.add_stream(codec, rate=rate, options=codec_options or {}),
             )
             self._stream.layout = "mono"
-            self._stream.bit_rate = bitrate
+            if codec_format:
+                self._stream.format = sample_format
+            if bitrate:
+                self._stream.bit_rate = bitrate
             self._resampler = av.AudioResampler(
-                format="flt", layout="mono", rate=OPUS_RATE, frame_size=_OPUS_FRAME
+                format=sample_format,
+                layout="mono",
+                rate=rate,
+                frame_size=frame_size or self._stream.codec_context.frame_size or None,
             )
-        except av.error.FFmpegError as exc:
-            self._abort_target()
-            raise AudioEncodeError(f"cannot start the Opus encoder: {_reason(exc)}") from exc
+        except (av.error.FFmpegError, ValueError) as exc:
+            raise AudioEncodeError(f"cannot start the {self.name} encoder: {_reason(exc)}") from exc
 
     def write(self, samples: Samples) -> None:
         arr = _check_samples(samples)
@@ -389,19 +393,11 @@ class OggOpusWriter:
             self._encode([None])
             self._container.close()
         except av.error.FFmpegError as exc:
-            self._abort_target()
-            raise AudioEncodeError(f"Opus encoding failed: {_reason(exc)}") from exc
-        if self._target:
-            self._target.commit()
+            raise AudioEncodeError(f"{self.name} encoding failed: {_reason(exc)}") from exc
 
     def abort(self) -> None:
         with contextlib.suppress(av.error.FFmpegError):
             self._container.close()
-        self._abort_target()
-
-    def _abort_target(self) -> None:
-        if self._target:
-            self._target.abort()
 
     def _encode(self, frames: list[av.AudioFrame] | list[None]) -> None:
         for frame in frames:
@@ -421,6 +417,65 @@ class OggOpusWriter:
             self.close()
         else:
             self.abort()
+
+
+class OggOpusWriter(PyAvWriter):
+    """Mono 48 kHz Ogg/Opus (libopus, voip application): what messaging apps take as voice notes.
+
+    `sink` is a path (temp + rename on close) or an open binary stream (pages are written as
+    they fill, for streaming to a client).
+    """
+
+    def __init__(
+        self,
+        sink: Path | BinaryIO,
+        sample_rate: int,
+        bitrate: int = 24_000,
+        page_duration_ms: int = 200,
+    ) -> None:
+        options = {"page_duration": str(page_duration_ms * 1000)}
+        out: BinaryIO
+        if isinstance(sink, Path):
+            self._target: _AtomicTarget | None = _AtomicTarget(sink)
+            out = self._target.file
+        else:
+            self._target, out = None, sink
+            options["flush_packets"] = "1"  # hand each finished page to the stream at once
+        try:
+            super().__init__(
+                out,
+                sample_rate,
+                container="ogg",
+                codec="libopus",
+                rate=OPUS_RATE,
+                sample_format="flt",
+                codec_format=False,
+                bitrate=bitrate,
+                container_options=options,
+                codec_options={"application": "voip", "vbr": "on", "frame_duration": "20"},
+                frame_size=_OPUS_FRAME,
+                name="Opus",
+            )
+        except AudioEncodeError:
+            self._abort_target()
+            raise
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except AudioEncodeError:
+            self._abort_target()
+            raise
+        if self._target:
+            self._target.commit()
+
+    def abort(self) -> None:
+        super().abort()
+        self._abort_target()
+
+    def _abort_target(self) -> None:
+        if self._target:
+            self._target.abort()
 
 
 def write_wav(path: Path, samples: Samples, sample_rate: int) -> Path:

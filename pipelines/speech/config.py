@@ -25,6 +25,7 @@ class SttConfig:
     vad_model: Path | None = None  # silero_vad.onnx or its folder; None: cut at quiet points
     threads: int = 1
     language: str = "en"
+    task: str = "transcribe"  # or "translate" (to English; multilingual models only)
     max_seconds: float = 7200.0
     max_bytes: int = 512 * 1024 * 1024
     decode_wall_s: float = 600.0

@@ -9,13 +9,10 @@ recognised in turn, with a `checkpoint` call between chunks where a time limit c
 from __future__ import annotations
 
 import itertools
-import json
 import re
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
@@ -26,6 +23,32 @@ from pipelines.errors import ConfigError
 from pipelines.results import NO_SPEECH_NOTE
 from pipelines.speech.audio import AudioSource, iter_audio
 from pipelines.speech.config import SttConfig
+
+# The transcript and its formats live in `transcript` (no numpy); re-exported here.
+from pipelines.speech.transcript import (
+    Segment as Segment,
+)
+from pipelines.speech.transcript import (
+    Transcript as Transcript,
+)
+from pipelines.speech.transcript import (
+    TranscriptFormat as TranscriptFormat,
+)
+from pipelines.speech.transcript import (
+    format_transcript as format_transcript,
+)
+from pipelines.speech.transcript import (
+    to_json as to_json,
+)
+from pipelines.speech.transcript import (
+    to_srt as to_srt,
+)
+from pipelines.speech.transcript import (
+    to_text as to_text,
+)
+from pipelines.speech.transcript import (
+    to_vtt as to_vtt,
+)
 from pipelines.speech.vad import (
     SpeechChunk,
     SpeechDetector,
@@ -64,42 +87,13 @@ class WhisperFiles:
 
 
 @dataclass(frozen=True, slots=True)
-class Segment:
-    start: float
-    end: float
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Transcript:
-    text: str
-    segments: tuple[Segment, ...]
-    language: str
-    duration_s: float
-    processing_s: float
-    note: str | None = None  # NO_SPEECH_NOTE when nobody speaks in the audio
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "text": self.text,
-            **({"note": self.note} if self.note else {}),
-            "language": self.language,
-            "duration_s": round(self.duration_s, 3),
-            "processing_s": round(self.processing_s, 3),
-            "segments": [
-                {"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text}
-                for s in self.segments
-            ],
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class Progress:
     """Passed to the checkpoint after each chunk; raise from it to stop early."""
 
     done_s: float
     segments: int
     elapsed_s: float
+    segment: Segment | None = None  # what this chunk said (None: nobody spoke in it)
 
 
 Checkpoint = Callable[[Progress], None]
@@ -147,12 +141,17 @@ def load_transcriber(config: SttConfig) -> Transcriber:
     from pipelines.engines.sherpa import SherpaWhisper
 
     files = validate_model_dir(config.model_dir, config.language)
+    if config.task not in ("transcribe", "translate"):
+        raise ConfigError(f"unknown whisper task {config.task!r}: transcribe or translate")
+    if config.task == "translate" and not files.multilingual:
+        raise ConfigError(f"{config.model_dir.name} is English-only: it cannot translate")
     return SherpaWhisper(
         files.encoder,
         files.decoder,
         files.tokens,
         config.threads,
         config.language or "en",
+        task=config.task,
         tail_padding_frames=max(1, round(config.tail_padding_s * 100)),
     )
 
@@ -208,10 +207,12 @@ def transcribe(
     for chunk in chunks:
         samples = np.concatenate([chunk.samples, silence]) if silence.size else chunk.samples
         text = _clean(transcriber.transcribe(samples))
-        if text:
-            segments.append(Segment(round(chunk.start_s, 3), round(chunk.end_s, 3), text))
+        said = Segment(round(chunk.start_s, 3), round(chunk.end_s, 3), text) if text else None
+        if said is not None:
+            segments.append(said)
         if checkpoint is not None:
-            checkpoint(Progress(chunk.end_s, len(segments), time.perf_counter() - started))
+            elapsed = time.perf_counter() - started
+            checkpoint(Progress(chunk.end_s, len(segments), elapsed, said))
     return Transcript(
         text=" ".join(s.text for s in segments),
         segments=tuple(segments),
@@ -232,61 +233,3 @@ def _clean(text: str) -> str:
     if _SOUND_ONLY.match(text) or not any(ch.isalnum() for ch in text):
         return ""
     return text
-
-
-class TranscriptFormat(StrEnum):
-    TEXT = "text"
-    JSON = "json"
-    SRT = "srt"
-    VTT = "vtt"
-
-
-def format_transcript(transcript: Transcript, fmt: TranscriptFormat | str) -> str:
-    match TranscriptFormat(fmt):
-        case TranscriptFormat.TEXT:
-            return to_text(transcript)
-        case TranscriptFormat.JSON:
-            return to_json(transcript)
-        case TranscriptFormat.SRT:
-            return to_srt(transcript)
-        case TranscriptFormat.VTT:
-            return to_vtt(transcript)
-
-
-def to_text(transcript: Transcript) -> str:
-    return transcript.text + "\n" if transcript.text else ""
-
-
-def to_json(transcript: Transcript) -> str:
-    return json.dumps(transcript.to_dict(), ensure_ascii=False, indent=2) + "\n"
-
-
-def _timestamp(seconds: float, sep: str) -> str:
-    millis = max(0, round(seconds * 1000))
-    hours, rest = divmod(millis, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    secs, millis = divmod(rest, 1000)
-    return f"{hours:02d}:{minutes:02d}:{secs:02d}{sep}{millis:03d}"
-
-
-def _cue_text(text: str) -> str:
-    # Long chunks make long cues: wrap for readability; "-->" would end a cue line early.
-    return "\n".join(textwrap.wrap(text.replace("-->", "->"), width=42)) or text
-
-
-def to_srt(transcript: Transcript) -> str:
-    cues = [
-        f"{i}\n{_timestamp(s.start, ',')} --> {_timestamp(s.end, ',')}\n{_cue_text(s.text)}\n"
-        for i, s in enumerate(transcript.segments, start=1)
-    ]
-    return "\n".join(cues)
-
-
-def to_vtt(transcript: Transcript) -> str:
-    cues = [
-        f"{_timestamp(s.start, '.')} --> {_timestamp(s.end, '.')}\n"
-        + _cue_text(s.text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        + "\n"
-        for s in transcript.segments
-    ]
-    return "\n".join(["WEBVTT\n", *cues])

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pipelines.errors import ConfigError, PermanentError
-from pipelines.speech.audio import OggOpusWriter, WavWriter
 from pipelines.speech.config import TtsConfig
+from pipelines.speech.encode import SpeechFile
 from pipelines.speech.text import prepare
 
 Samples = NDArray[np.float32]
@@ -186,24 +186,31 @@ class TextToSpeech:
         )
 
     def synthesize_to_file(
-        self, text: str, path: Path, fmt: Literal["ogg", "wav"] = "ogg", bitrate: int = 24_000
+        self,
+        text: str,
+        path: Path,
+        fmt: str = "ogg",
+        on_chunk: Callable[[bytes], None] | None = None,
     ) -> Speech:
-        """Write sentence by sentence (Ogg/Opus voice note or WAV) and rename into place."""
+        """Write sentence by sentence (any `encode.FORMATS`) and rename into place.
+
+        `on_chunk` gets the encoded bytes added after each sentence, then the rest at the
+        end: together they are the file as streamed (see `encode.TeeSink`).
+        """
         started = time.perf_counter()
         sentences = self.sentences(text)  # text errors before a file is started
-        writer = (
-            OggOpusWriter(path, self.sample_rate, bitrate=bitrate)
-            if fmt == "ogg"
-            else WavWriter(path, self.sample_rate)
-        )
-        with writer:
+        with SpeechFile(path, self.sample_rate, fmt) as out:
             count = 0
             for part in self._speak_all(sentences):
-                writer.write(part.samples)
+                out.write(part.samples)
                 count += 1
+                if on_chunk is not None and (chunk := out.drain()):
+                    on_chunk(chunk)
+        if on_chunk is not None and (chunk := out.drain()):
+            on_chunk(chunk)
         return Speech(
             sample_rate=self.sample_rate,
-            duration_s=writer.frames / self.sample_rate,
+            duration_s=out.frames / self.sample_rate,
             path=path,
             sentences=count,
             processing_s=time.perf_counter() - started,

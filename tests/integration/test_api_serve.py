@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import stat
+from collections.abc import Iterator
 
 import httpx2
+import openai
 import pytest
+from openai import OpenAI
 
 from tests.integration.conftest import Cluster
 from tests.support.serve import serve
@@ -29,6 +32,10 @@ def test_health_is_open_and_the_api_needs_the_generated_key(cluster: Cluster) ->
             assert error["type"] == "authentication_error" and error["message"]
             assert response.headers["www-authenticate"].startswith("Bearer")
         assert httpx2.get(f"{served.url}/metrics", timeout=10).status_code == 401
+        auth = {"Authorization": f"Bearer {served.key}"}
+        metrics = httpx2.get(f"{served.url}/metrics", headers=auth, timeout=10).text
+        assert 'mcp_media_api_requests_total{code="401",route="/v1/models"} 3.0' in metrics
+        assert 'mcp_media_queue_depth{queue="stt"} 0.0' in metrics
 
 
 def test_a_key_from_the_environment_is_used_and_no_file_is_made(cluster: Cluster) -> None:
@@ -55,3 +62,105 @@ def test_a_short_key_and_a_busy_port_are_refused_in_one_line(cluster: Cluster) -
         assert busy.returncode == 2
         assert f"cannot listen on 127.0.0.1:{port}" in busy.stderr
         assert len(busy.stderr.strip().splitlines()) == 1
+
+
+def _wav(seconds: float = 1.0) -> bytes:
+    from tests.support.audio_samples import encode, tone
+
+    return encode(tone(seconds), 16_000, "wav")
+
+
+def _announce(cluster: Cluster, queue: str) -> None:
+    """A worker registered for `queue` that takes nothing (as a stuck one would): what the
+    heartbeat writes, so the queue fills up and stays full."""
+    import json
+
+    import redis
+
+    from workers import keys
+
+    client = redis.Redis.from_url(cluster.broker.url)
+    seconds, _ = client.time()
+    entry = {"name": "stuck@test", "queues": [queue], "pool": "prefork", "seen": seconds + 3600}
+    client.hset(keys.WORKERS, "stuck@test", json.dumps(entry))
+    client.close()
+
+
+def test_no_worker_is_a_503_and_readyz_says_not_ready(cluster: Cluster) -> None:
+    with serve(cluster) as served:
+        api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
+        with pytest.raises(openai.APIStatusError) as caught:
+            api.audio.transcriptions.create(model="whisper-1", file=("a.wav", _wav()))
+        assert caught.value.status_code == 503
+        assert "no worker serves the 'stt' queue" in caught.value.message
+        with pytest.raises(openai.APIStatusError) as caught:
+            api.audio.speech.create(model="tts-1", voice="alloy", input="Hello there.")
+        assert caught.value.status_code == 503
+        ready = httpx2.get(f"{served.url}/readyz", timeout=10)
+        assert ready.status_code == 503 and ready.json()["workers"] == {"stt": 0, "tts": 0}
+
+
+def test_a_full_queue_is_a_429_and_a_long_wait_a_504_with_the_job_id(cluster: Cluster) -> None:
+    _announce(cluster, "stt")
+    env = {"MCP_MEDIA_JOBS__HIGH_WATER": "1", "MCP_MEDIA_API__WAIT": "1"}
+    with serve(cluster, **env) as served:
+        api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
+        with pytest.raises(openai.APIStatusError) as caught:
+            api.audio.transcriptions.create(model="whisper-1", file=("a.wav", _wav(1.0)))
+        assert caught.value.status_code == 504
+        job_id = caught.value.response.headers["x-job-id"]
+        assert job_id in caught.value.message
+        with pytest.raises(openai.RateLimitError) as limited:
+            api.audio.transcriptions.create(model="whisper-1", file=("b.wav", _wav(2.0)))
+        assert limited.value.response.headers["retry-after"] == "5"
+        status = cluster.cli_json("result", job_id)  # the job the 504 named is known, queued
+        assert (status["id"], status["status"]) == (job_id, "pending")
+
+
+def test_oversize_and_garbage_uploads_are_refused_and_serving_goes_on(cluster: Cluster) -> None:
+    with serve(cluster, MCP_MEDIA_API__MAX_UPLOAD_MB="0.05") as served:
+        api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
+        big = _wav(3.0)  # ~96 kB, over 0.05 MB
+        with pytest.raises(openai.APIStatusError) as caught:
+            api.audio.transcriptions.create(model="whisper-1", file=("big.wav", big))
+        assert caught.value.status_code == 413
+        assert caught.value.body["code"] == "upload_too_large"  # type: ignore[index]
+
+        boundary = "b0undary"
+
+        def chunked() -> Iterator[bytes]:  # no Content-Length: the cap is met while streaming
+            yield (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n'
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"'
+                "\r\nContent-Type: audio/wav\r\n\r\n"
+            ).encode()
+            for _ in range(20):
+                yield b"\0" * 8192
+            yield f"\r\n--{boundary}--\r\n".encode()
+
+        streamed = httpx2.post(
+            f"{served.url}/v1/audio/transcriptions",
+            content=chunked(),
+            headers={
+                "Authorization": f"Bearer {served.key}",
+                "Content-Type": f"multipart/form-data; boundary={boundary}",
+            },
+            timeout=30,
+        )
+        assert streamed.status_code == 413
+        with pytest.raises(openai.APIStatusError) as caught:
+            api.audio.transcriptions.create(model="whisper-1", file=("x.mp3", b"<html>no</html>"))
+        assert caught.value.status_code == 415
+        with pytest.raises(openai.APIStatusError) as caught:
+            api.audio.transcriptions.create(model="whisper-1", file=("e.wav", b""))
+        assert caught.value.status_code == 415
+        bad = httpx2.post(
+            f"{served.url}/v1/audio/transcriptions",
+            content=b"not multipart",
+            headers={"Authorization": f"Bearer {served.key}"},
+            timeout=30,
+        )
+        assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+        assert httpx2.get(f"{served.url}/healthz", timeout=10).status_code == 200
+    uploads = cluster.home / "cache" / "uploads"
+    assert not any(uploads.iterdir()) if uploads.exists() else True

@@ -61,7 +61,9 @@ def main(argv: list[str]) -> int:
     settings = Settings()
     app = create_app(settings, broker_url(settings.home, settings.redis_url).url)
     base = CAPABILITIES[Capability.AUDIO_TRANSCRIBE]
-    poison = replace(base, task_name=POISON_TASK, version=lambda _settings: POISON_VERSION)
+    poison = replace(
+        base, task_name=POISON_TASK, versioner=lambda _settings, _params: POISON_VERSION
+    )
     normal = RUNNERS[Capability.AUDIO_TRANSCRIBE]
     make_task(app, poison, replace(normal, stage=_kill_own_process))
     worker_ready.connect(_install_stall, weak=False)  # SIGUSR2 stalls the consumer

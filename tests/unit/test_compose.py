@@ -137,11 +137,26 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def test_services_are_redis_one_worker_per_queue_and_flower(
+def test_services_are_redis_one_worker_per_queue_flower_and_the_api(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    assert set(services) == {"redis", "flower", *WORKERS}
+    assert set(services) == {"redis", "flower", "api", *WORKERS}
     assert sorted(WORKERS.values()) == sorted(QUEUES)
+
+
+def test_the_api_serves_on_loopback_with_a_key_from_the_environment(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    api = services["api"]
+    argv = as_argv(api["command"])
+    assert argv[0] == "serve" and flag_value(argv, "--host") == "0.0.0.0"
+    assert api["profiles"] == ["api"]  # plain `docker compose up` needs no key
+    (published,) = api["ports"]
+    assert interpolate(str(published), {}).startswith("127.0.0.1:")
+    (ref,) = references(environment(api)["MCP_MEDIA_API__KEY"] or "")
+    assert ref.name == "MCP_MEDIA_API__KEY"
+    assert api["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert "/healthz" in " ".join(api["healthcheck"]["test"])
 
 
 def test_workers_share_one_anchored_config(services: dict[str, dict[str, Any]]) -> None:
@@ -307,7 +322,7 @@ def test_flower_is_opt_in_authenticated_and_on_loopback(
     flower = services["flower"]
     assert flower.get("profiles") == ["flower"]
     for name, service in services.items():
-        if name != "flower":
+        if name not in ("flower", "api"):  # the api needs a key: opt-in too
             assert "profiles" not in service, f"{name} must start with a plain `up`"
     assert flower["ports"], "flower publishes its UI"
     for port in flower["ports"]:
@@ -399,7 +414,7 @@ def test_dockerfile_lets_the_converter_use_a_cpu_torch_index() -> None:
 def test_dockerfile_installs_every_runtime_extra() -> None:
     _args, stages = dockerfile_stages()
     installs = [r for s in stages for r in s.values("RUN") if "pip install" in r]
-    assert any(".[jobs,vision,speech,phonemes]" in r for r in installs), installs
+    assert any(".[jobs,vision,speech,api,phonemes]" in r for r in installs), installs
 
 
 def test_dockerfile_runs_mcp_media_as_a_non_root_user() -> None:

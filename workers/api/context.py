@@ -1,9 +1,11 @@
-"""What every route of the API shares: the settings and the key."""
+"""What every route of the API shares: the settings, the key, the queue client, the metrics."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from workers.api.metrics import ApiMetrics
+from workers.client import MediaClient
 from workers.settings import Settings
 
 
@@ -11,3 +13,5 @@ from workers.settings import Settings
 class ApiContext:
     settings: Settings
     key: str
+    client: MediaClient | None = None  # None: built by create_app (tests of routes give one)
+    metrics: ApiMetrics = field(default_factory=ApiMetrics)

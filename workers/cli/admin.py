@@ -131,7 +131,7 @@ def _live_workers(settings: Settings, url: str) -> list[str]:
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     from workers.cli.up import run_up
 
-    return run_up(settings, grace=args.grace)
+    return run_up(settings, grace=args.grace, api=args.api)
 
 
 def _log_line(line: str) -> None:

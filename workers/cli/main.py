@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("up", help="broker + one worker per queue, in the foreground")
     p.add_argument("--grace", type=float, default=60.0, help="seconds to let jobs finish")
+    p.add_argument(
+        "--api", action="store_true", help="also `mcp-media serve` (MCP_MEDIA_API__HOST/PORT)"
+    )
     p.set_defaults(handler=cmd_up)
     return parser
 

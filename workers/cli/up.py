@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from workers.broker import broker_url, mask_url, stop_embedded
 from workers.capabilities import QUEUES
@@ -18,7 +20,9 @@ from workers.cli.supervisor import (
 from workers.settings import Settings
 
 
-def start_all(settings: Settings, queues: tuple[str, ...] = QUEUES) -> tuple[list[Child], bool]:
+def start_all(
+    settings: Settings, queues: tuple[str, ...] = QUEUES, api: bool = False
+) -> tuple[list[Child], bool]:
     broker = broker_url(settings.home, settings.redis_url)
     env = dict(os.environ, MCP_MEDIA_REDIS_URL=broker.url, MCP_MEDIA_HOME=str(settings.home))
     log_dir = settings.home / "logs"
@@ -28,7 +32,30 @@ def start_all(settings: Settings, queues: tuple[str, ...] = QUEUES) -> tuple[lis
         f"{' (embedded, started)' if broker.started else ''}\n"
         f"mcp-media: workers {', '.join(c.name for c in children)}; logs in {log_dir}\n"
     )
+    if api:
+        children.append(spawn_serve(log_dir, env))
+        shown = f"[{settings.api.host}]" if ":" in settings.api.host else settings.api.host
+        given = settings.api.key.get_secret_value()
+        where = "MCP_MEDIA_API__KEY" if given else str(settings.home / "api-key")
+        sys.stderr.write(
+            f"mcp-media: API http://{shown}:{settings.api.port}/v1 (key: {where}; "
+            f"log {log_dir / 'serve.log'})\n"
+        )
     return children, broker.started
+
+
+def spawn_serve(log_dir: Path, env: dict[str, str]) -> Child:
+    """`mcp-media serve` beside the workers, on the API settings' host and port."""
+    log = log_dir / "serve.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli.main", "serve"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    return Child("api", proc, log)
 
 
 def stop_all(settings: Settings, children: list[Child], broker_started: bool, grace: float) -> None:
@@ -37,12 +64,12 @@ def stop_all(settings: Settings, children: list[Child], broker_started: bool, gr
         stop_embedded(settings.home)
 
 
-def run_up(settings: Settings, grace: float) -> int:
+def run_up(settings: Settings, grace: float, api: bool = False) -> int:
     raise_on_signals()
     children: list[Child] = []
     started = False
     try:
-        children, started = start_all(settings)
+        children, started = start_all(settings, api=api)
         while True:
             for child in children:
                 code = child.proc.poll()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipelines.vision import VisionProvider, make_provider
-from workers.configs import vision_config
+from workers.configs import stt_options, vision_config
 from workers.settings import Settings
 from workers.store import ResultStore, redis_store
 
@@ -33,12 +34,13 @@ class Resources:
                 self._engines[name] = build()
             return self._engines[name]
 
-    def version(self, spec: CapabilitySpec) -> str:
-        """This process's processor version for a capability (computed once)."""
-        name = f"version:{spec.task_name}"
+    def version(self, spec: CapabilitySpec, params: Mapping[str, Any] | None = None) -> str:
+        """This process's processor version for a capability and job options (computed once)."""
+        options = stt_options(params) if spec.queue == "stt" else {}
+        name = f"version:{spec.task_name}:{sorted(options.items())}"
         with self._lock:
             if name not in self._engines:
-                self._engines[name] = spec.version(self.settings)
+                self._engines[name] = spec.version(self.settings, options)
             value: str = self._engines[name]
             return value
 
@@ -46,18 +48,27 @@ class Resources:
         provider: VisionProvider = self._engine("vision", lambda: make_provider(self.vision))
         return provider
 
-    def transcriber(self) -> tuple[Transcriber, SpeechDetector | None]:
+    def transcriber(
+        self, options: Mapping[str, str] | None = None
+    ) -> tuple[Transcriber, SpeechDetector | None]:
+        """The recognizer for these job options (`configs.stt_options`): one per language
+        and task, each loaded once."""
         from workers.jobs.speech import build_transcriber
 
+        given = dict(options or {})
+        name = "stt" if not given else f"stt:{sorted(given.items())}"
         engines: tuple[Transcriber, SpeechDetector | None] = self._engine(
-            "stt", lambda: build_transcriber(self.settings)
+            name, lambda: build_transcriber(self.settings, given)
         )
         return engines
 
-    def synthesizer(self) -> TextToSpeech:
+    def synthesizer(self, voice: str | None = None) -> TextToSpeech:
+        """The default voice, or another prepared voice folder by name (loaded once)."""
         from workers.jobs.speech import build_synthesizer
 
-        tts: TextToSpeech = self._engine("tts", lambda: build_synthesizer(self.settings))
+        voice = None if voice == self.settings.tts.voice else voice
+        name = "tts" if voice is None else f"tts:{voice}"
+        tts: TextToSpeech = self._engine(name, lambda: build_synthesizer(self.settings, voice))
         return tts
 
 

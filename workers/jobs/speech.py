@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -11,29 +13,56 @@ from typing import Any
 from pipelines.errors import PermanentError
 from pipelines.media import MediaKind
 from pipelines.results import StageOutcome, Status
-from pipelines.speech.stt import Transcriber, load_transcriber, load_vad, transcribe
+from pipelines.sniff import Format
+from pipelines.speech.stt import Progress, Transcriber, load_transcriber, load_vad, transcribe
 from pipelines.speech.tts import TextToSpeech, load_tts
 from pipelines.speech.vad import SpeechDetector
 from workers.configs import SPEECH_FORMATS, stt_config, tts_config
 from workers.settings import Settings
 
+# A voice is a folder name under the models root, never a path.
+_VOICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# Raw PCM has no signature to sniff: the job says what it wrote.
+_PCM = Format("pcm", ".pcm", "audio/pcm")
 
-def build_transcriber(settings: Settings) -> tuple[Transcriber, SpeechDetector | None]:
-    config = stt_config(settings)
+
+def build_transcriber(
+    settings: Settings, options: Mapping[str, str] | None = None
+) -> tuple[Transcriber, SpeechDetector | None]:
+    config = stt_config(settings, options)
     return load_transcriber(config), load_vad(config)
 
 
-def build_synthesizer(settings: Settings) -> TextToSpeech:
-    return load_tts(tts_config(settings))
+def build_synthesizer(settings: Settings, voice: str | None = None) -> TextToSpeech:
+    config = tts_config(settings)
+    if voice:
+        if not _VOICE_NAME.fullmatch(voice) or ".." in voice:
+            raise PermanentError(f"voice {voice!r} is not a voice folder name")
+        config = replace(config, model_dir=settings.models_root / voice)
+    return load_tts(config)
 
 
 def run_transcribe(
-    engines: tuple[Transcriber, SpeechDetector | None], settings: Settings, path: Path
+    engines: tuple[Transcriber, SpeechDetector | None],
+    settings: Settings,
+    path: Path,
+    options: Mapping[str, str] | None = None,
+    on_segment: Callable[[bytes], None] | None = None,
 ) -> StageOutcome:
+    """Transcribe; `on_segment` gets each segment as JSON as soon as it is recognised."""
     transcriber, detector = engines
     if detector is not None:
         detector.reset()
-    transcript = transcribe(path, transcriber, stt_config(settings), detector)
+
+    def checkpoint(progress: Progress) -> None:
+        if on_segment is not None and progress.segment is not None:
+            said = progress.segment
+            on_segment(
+                json.dumps({"start": said.start, "end": said.end, "text": said.text}).encode()
+            )
+
+    config = stt_config(settings, options)
+    transcript = transcribe(path, transcriber, config, detector, checkpoint)
     return StageOutcome(Status.DONE, transcript.to_dict())
 
 
@@ -47,23 +76,36 @@ def read_request(path: Path) -> dict[str, Any]:
     return data
 
 
-def run_synthesize(tts: TextToSpeech, settings: Settings, path: Path) -> StageOutcome:
+def run_synthesize(
+    voices: Callable[[str | None], TextToSpeech],
+    settings: Settings,
+    path: Path,
+    on_chunk: Callable[[bytes], None] | None = None,
+) -> StageOutcome:
+    """Speak the request document at `path` with the voice it names (`voices` loads it);
+    `on_chunk` gets the encoded audio as each sentence is done."""
     params = read_request(path)
     text = params.get("text")
     fmt = params.get("format", "ogg")
     if not isinstance(text, str) or fmt not in SPEECH_FORMATS:
-        raise PermanentError("a synthesis job needs `text` and a format of ogg or wav")
+        raise PermanentError(
+            f"a synthesis job needs `text` and a format of {', '.join(SPEECH_FORMATS)}"
+        )
     speed = float(params.get("speed", settings.tts.speed))
     if not 0.2 < speed <= 4.0:
         raise PermanentError(f"speed {speed} is outside 0.2-4.0")
+    voice = params.get("voice")
+    tts = voices(voice if isinstance(voice, str) else None)
     if speed != tts.config.speed:  # same loaded voice, another pace
         tts = TextToSpeech(tts.synthesizer, tts.phonemizer, replace(tts.config, speed=speed))
     scratch = settings.home / "tmp"
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = scratch / f"speech-{secrets.token_hex(8)}.{fmt}"
     try:
-        speech = tts.synthesize_to_file(text, tmp, fmt)
-        stored = settings.media_cache().store_file(tmp, MediaKind.AUDIO)
+        speech = tts.synthesize_to_file(text, tmp, fmt, on_chunk)
+        stored = settings.media_cache().store_file(
+            tmp, MediaKind.AUDIO, validate=(lambda _p, _h: _PCM) if fmt == "pcm" else None
+        )
     finally:
         tmp.unlink(missing_ok=True)
     voice_ready = fmt == "ogg"
@@ -75,7 +117,7 @@ def run_synthesize(tts: TextToSpeech, settings: Settings, path: Path) -> StageOu
             "format": fmt,
             "duration_s": round(speech.duration_s, 3),
             "media_tag": ("[[audio_as_voice]]\n" + tag) if voice_ready else tag,
-            "sample_rate": speech.sample_rate,
+            "sample_rate": 24_000 if fmt == "pcm" else speech.sample_rate,
             "sentences": speech.sentences,
             "audio_sha256": stored.sha256,
         },

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,11 @@ from pipelines.errors import ConfigError
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
+from workers.chunks import ChunkWriter
+from workers.configs import stt_options
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
+from workers.store import RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +50,41 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
             store.release_slot(VISION_SLOT, token)
 
 
-def transcribe(resources: Resources, path: Path) -> StageOutcome:
-    return run_transcribe(resources.transcriber(), resources.settings, path)
+@contextmanager
+def _streamed(
+    resources: Resources, params: Mapping[str, Any] | None
+) -> Iterator[Callable[[bytes], None] | None]:
+    """With a `stream` param (and Redis), the stage's output goes to that chunk stream as it
+    comes, ended with the failure's reason if the stage fails."""
+    stream = (params or {}).get("stream")
+    if not isinstance(stream, str) or not isinstance(resources.store, RedisStore):
+        yield None
+        return
+    writer = ChunkWriter(resources.store.redis, stream)
+    try:
+        yield writer.write
+    except BaseException as exc:
+        writer.end(f"{type(exc).__name__}: {exc}"[:300] or "failed")
+        raise
+    writer.end()
 
 
-def synthesize(resources: Resources, path: Path) -> StageOutcome:
-    return run_synthesize(resources.synthesizer(), resources.settings, path)
+def transcribe(
+    resources: Resources, path: Path, params: Mapping[str, Any] | None = None
+) -> StageOutcome:
+    """Transcribe one clip; with a `stream` param, each segment goes out as it is heard."""
+    options = stt_options(params)
+    engines = resources.transcriber(options)
+    with _streamed(resources, params) as on_segment:
+        return run_transcribe(engines, resources.settings, path, options, on_segment)
+
+
+def synthesize(
+    resources: Resources, path: Path, params: Mapping[str, Any] | None = None
+) -> StageOutcome:
+    """Speak one request; with a `stream` param, audio goes out sentence by sentence."""
+    with _streamed(resources, params) as on_chunk:
+        return run_synthesize(resources.synthesizer, resources.settings, path, on_chunk)
 
 
 def probe_vision(resources: Resources) -> None:
@@ -120,12 +153,12 @@ RUNNERS: Mapping[Capability, Runner] = {
         probe=probe_vision,
     ),
     Capability.AUDIO_TRANSCRIBE: Runner(
-        stage=lambda res, path, params: transcribe(res, path),
+        stage=transcribe,
         load=lambda res: res.transcriber(),
         probe=probe_stt,
     ),
     Capability.AUDIO_SYNTHESIZE: Runner(
-        stage=lambda res, path, params: synthesize(res, path),
+        stage=synthesize,
         load=lambda res: res.synthesizer(),
         probe=probe_tts,
     ),

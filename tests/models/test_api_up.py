@@ -1,0 +1,62 @@
+"""`mcp-media up --api`: serve beside the workers, ready when /readyz says so, stopped by
+SIGTERM with them. Its own module: the workers of test_api_audio's module-wide cluster share
+the session's broker and must be gone before this one starts."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+from openai import OpenAI
+
+from tests.models.test_api_audio import SENTENCE, heard, transcribe
+from tests.support.cluster import ROOT, Cluster
+from tests.support.net import free_port
+
+pytestmark = pytest.mark.models
+
+
+def test_up_with_api_serves_speech_and_sigterm_stops_it(
+    cluster: Cluster, models_home: Path
+) -> None:
+    cluster.home.mkdir(parents=True, exist_ok=True)
+    (cluster.home / "models").symlink_to(models_home / "models")
+    port = free_port()
+    log = cluster.home / "up.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli.main", "up", "--api", "--grace", "20"],
+            cwd=ROOT,
+            env=cluster.env(MCP_MEDIA_API__PORT=str(port)),
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+            start_new_session=True,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 300  # a condition to wait for, not a timing assertion
+        ready = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(httpx2.TransportError):
+                ready = httpx2.get(f"{url}/readyz", timeout=5)
+                if ready.status_code == 200:
+                    break
+            time.sleep(0.5)
+        assert ready is not None and ready.status_code == 200, log.read_text()
+        assert f"API http://127.0.0.1:{port}/v1" in log.read_text()
+        key = (cluster.home / "api-key").read_text().strip()
+        api = OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+        audio = api.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCE).content
+        assert heard(SENTENCE, transcribe(api, audio, "up.mp3").text) >= 0.8
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    assert code == 0, log.read_text()
+    with pytest.raises(httpx2.TransportError):
+        httpx2.get(f"{url}/healthz", timeout=5)

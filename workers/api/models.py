@@ -1,0 +1,41 @@
+"""`/v1/models` (what the API serves, by OpenAI's names and ours) and `/readyz` (a live worker
+serves stt and one serves tts; workers announce themselves only after their probe passed)."""
+
+from __future__ import annotations
+
+from anyio import to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from workers.api.catalog import model_ids
+from workers.api.context import ApiContext
+from workers.api.jobs import client_of
+
+READY_QUEUES = ("stt", "tts")
+
+
+def routes(ctx: ApiContext) -> list[BaseRoute]:
+    async def models(request: Request) -> JSONResponse:
+        data = [
+            {"id": ident, "object": "model", "created": 0, "owned_by": "mcp-media"}
+            for ident in dict.fromkeys(model_ids(ctx.settings))
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def readyz(request: Request) -> JSONResponse:
+        store = client_of(ctx).store
+        try:
+            serving = {
+                queue: len(await to_thread.run_sync(store.serving, queue)) for queue in READY_QUEUES
+            }
+        except Exception as exc:  # the broker is down: not ready, and say why
+            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+        ready = all(serving.values())
+        body = {"status": "ready" if ready else "not ready", "workers": serving}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    return [
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]

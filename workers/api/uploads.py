@@ -1,0 +1,190 @@
+"""Multipart uploads streamed into the cache: the file part is hashed and written as it
+arrives (never held in memory, never spooled outside the cache), the size cap is checked
+while streaming (413), and small form fields are capped too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from anyio import to_thread
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import Request
+
+from pipelines.cache import BlobError
+from pipelines.media import MarkerReason, MediaKind, StoredBlob
+from workers.api.errors import ApiError
+from workers.settings import Settings
+
+MAX_FIELD_BYTES = 64 * 1024
+MAX_FIELDS = 32
+
+
+@dataclass
+class Form:
+    fields: dict[str, list[str]] = field(default_factory=dict)
+    blob: StoredBlob | None = None
+    filename: str = ""
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        values = self.fields.get(name)
+        return values[-1] if values else default
+
+
+class _Part:
+    def __init__(self) -> None:
+        self.headers: dict[bytes, bytes] = {}
+        self.header_field = b""
+        self.header_value = b""
+        self.name = ""
+        self.filename: str | None = None
+        self.value = bytearray()
+
+
+class _Upload:
+    """The file part, written under the cache folder while it arrives."""
+
+    def __init__(self, folder: Path, limit: int) -> None:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.path = folder / f".upload-{secrets.token_hex(8)}"
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        self.file: BinaryIO = os.fdopen(fd, "wb")
+        self.limit = limit
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.limit:
+            raise ApiError(
+                413,
+                f"the upload is over the {self.limit // (1024 * 1024)} MB limit "
+                "(MCP_MEDIA_API__MAX_UPLOAD_MB)",
+                param="file",
+                code="upload_too_large",
+            )
+        self.file.write(data)
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+        self.path.unlink(missing_ok=True)
+
+
+async def read_form(request: Request, settings: Settings, file_field: str = "file") -> Form:
+    """Parse a multipart body; the part named `file_field` goes into the audio cache."""
+    limit = int(settings.api.max_upload_mb * 1024 * 1024)
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit + MAX_FIELDS * MAX_FIELD_BYTES:
+        raise ApiError(
+            413,
+            f"the request body ({declared} bytes) is over the "
+            f"{settings.api.max_upload_mb:g} MB upload limit",
+            param="file",
+            code="upload_too_large",
+        )
+    ctype, options = parse_options_header(request.headers.get("content-type", ""))
+    boundary = options.get(b"boundary")
+    if ctype != b"multipart/form-data" or not boundary:
+        raise ApiError(400, "send the request as multipart/form-data", code="invalid_body")
+    form = Form()
+    upload: _Upload | None = None
+    part = _Part()
+    failure: list[ApiError] = []
+
+    def on_part_begin() -> None:
+        nonlocal part
+        part = _Part()
+
+    def on_header_field(data: bytes, start: int, end: int) -> None:
+        part.header_field += data[start:end]
+
+    def on_header_value(data: bytes, start: int, end: int) -> None:
+        part.header_value += data[start:end]
+
+    def on_header_end() -> None:
+        part.headers[part.header_field.lower()] = part.header_value
+        part.header_field = part.header_value = b""
+
+    def on_headers_finished() -> None:
+        nonlocal upload
+        _, disposition = parse_options_header(part.headers.get(b"content-disposition", b""))
+        part.name = disposition.get(b"name", b"").decode("utf-8", "replace")
+        raw_name = disposition.get(b"filename")
+        part.filename = raw_name.decode("utf-8", "replace") if raw_name is not None else None
+        if part.name == file_field:
+            if upload is not None:
+                failure.append(ApiError(400, "send one file", param=file_field))
+                return
+            form.filename = part.filename or ""
+            upload = _Upload(settings.cache_root / "uploads", limit)
+
+    def on_part_data(data: bytes, start: int, end: int) -> None:
+        if failure:
+            return
+        if part.name == file_field and upload is not None:
+            try:
+                upload.write(data[start:end])
+            except ApiError as exc:
+                failure.append(exc)
+            return
+        part.value += data[start:end]
+        if len(part.value) > MAX_FIELD_BYTES:
+            failure.append(ApiError(400, f"the field {part.name!r} is too long", param=part.name))
+
+    def on_part_end() -> None:
+        if part.name != file_field and not failure:
+            if sum(len(v) for v in form.fields.values()) >= MAX_FIELDS:
+                failure.append(ApiError(400, "too many form fields"))
+                return
+            form.fields.setdefault(part.name, []).append(part.value.decode("utf-8", "replace"))
+
+    parser = MultipartParser(
+        boundary,
+        {
+            "on_part_begin": on_part_begin,
+            "on_header_field": on_header_field,
+            "on_header_value": on_header_value,
+            "on_header_end": on_header_end,
+            "on_headers_finished": on_headers_finished,
+            "on_part_data": on_part_data,
+            "on_part_end": on_part_end,
+        },
+    )
+    try:
+        async for chunk in request.stream():
+            parser.write(chunk)
+            if failure:
+                raise failure[0]
+        parser.finalize()
+        if failure:
+            raise failure[0]
+        if upload is None:
+            raise ApiError(400, f"the form has no `{file_field}` part", param=file_field)
+        form.blob = await to_thread.run_sync(_store, settings, upload)
+    except ApiError:
+        raise
+    except Exception as exc:  # the multipart parser's errors: the body is malformed
+        raise ApiError(400, f"malformed multipart body: {exc}", code="invalid_body") from exc
+    finally:
+        if upload is not None:
+            upload.discard()
+    return form
+
+
+def _store(settings: Settings, upload: _Upload) -> StoredBlob:
+    upload.file.close()
+    if upload.size == 0:
+        raise ApiError(415, "the uploaded file is empty", param="file", code="unreadable_audio")
+    try:
+        return settings.media_cache().store_file(upload.path, MediaKind.AUDIO)
+    except BlobError as exc:
+        if exc.reason is MarkerReason.NOT_AUDIO:
+            raise ApiError(415, exc.message, param="file", code="unreadable_audio") from exc
+        if exc.reason is MarkerReason.TOO_LARGE:
+            raise ApiError(413, exc.message, param="file", code="upload_too_large") from exc
+        raise ApiError(500, exc.message, code="cache_error") from exc
