@@ -8,7 +8,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from workers.api import health
+from workers.api import health, page
 from workers.api.auth import check_bearer, needs_key
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
@@ -39,7 +39,7 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 
 def create_app(settings: Settings, key: str) -> Starlette:
     ctx = ApiContext(settings=settings, key=key)
-    routes: list[BaseRoute] = [*health.routes(ctx)]
+    routes: list[BaseRoute] = [*health.routes(ctx), *page.routes(ctx)]
     app = Starlette(routes=routes, exception_handlers={ApiError: _api_error})
     app.add_middleware(KeyGuard, key=key)
     return app
