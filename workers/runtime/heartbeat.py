@@ -28,7 +28,8 @@ from workers.store import RedisStore
 
 log = logging.getLogger("mcp_media.recovery")
 
-# Between beats, a change in how busy the worker is gets announced within this long.
+# Between beats, a change in how busy the worker is (or a queue paused or resumed) gets
+# announced within this long.
 BUSY_CHECK_SECONDS = 0.5
 
 
@@ -100,8 +101,10 @@ class Heartbeat:
         consumer = self.consumer
         if consumer is None:
             return
-        paused = self.store.paused_queues()
+        # What it consumes first, the pauses second: a pause or resume the page sends in
+        # between is then seen as already done, never undone for a beat.
         consuming = set(self.consuming())
+        paused = self.store.paused_queues()
         for queue in self.queues:
             if queue in paused and queue in consuming:
                 log.warning("queue %s is paused: no longer consuming it", queue)
@@ -220,7 +223,7 @@ class Heartbeat:
             "seen": self.store.now(),  # the broker's clock, as readers compare with it
         }
         self.store.redis.hset(keys.WORKERS, info["name"], json.dumps(announcement))
-        self._announced = busy
+        self._announced = {**busy, "consuming": consuming}
 
     def forget(self) -> None:
         self.store.redis.hdel(keys.WORKERS, self.app.conf.mcp_media_worker["name"])
@@ -247,7 +250,7 @@ class Heartbeat:
                 log.warning("could not lease received jobs", exc_info=True)
             if time.monotonic() < next_beat:
                 try:
-                    if _busy() != self._announced:
+                    if {**_busy(), "consuming": self.consuming()} != self._announced:
                         self._announce()
                 except Exception:
                     log.warning("could not announce this worker", exc_info=True)
