@@ -34,6 +34,7 @@ DEAD_SHOWN = 50
 DEAD_COUNTED = 10_000
 RECENT_SHOWN = 12
 CONTROL_TIMEOUT = 2.0
+THREADS_COMMAND = "mcp_media_threads"  # workers.runtime.control (not importable from here)
 # The media kind each capability's reprocess walks (speech synthesis has no cached input).
 KIND_OF = {
     Capability.VISION_SUMMARIZE: MediaKind.IMAGE,
@@ -213,30 +214,34 @@ class Board:
 
     def resize(self, worker: str, delta: int) -> str:
         if delta not in (-1, 1):
-            raise ApiError(400, "concurrency changes by one process at a time (+1 or -1)")
+            raise ApiError(400, "concurrency changes by one at a time (+1 or -1)")
         found = [w for w in self.client.store.live_workers() if w.name == worker]
         if not found:
             raise ApiError(404, f"no live worker named {worker[:120]!r}", code="unknown_worker")
         info = found[0]
-        if info.pool != "prefork":
-            raise ApiError(
-                409,
-                f"{info.name} runs a {info.pool} pool, which Celery cannot resize: restart it "
-                "with --concurrency N",
-                code="not_resizable",
-            )
         if delta < 0 and (info.concurrency or 1) <= 1:
-            raise ApiError(409, f"{info.name} already runs a single process")
+            raise ApiError(409, f"{info.name} already runs a single process or thread")
         control = self.client.app.control
-        send = control.pool_grow if delta > 0 else control.pool_shrink
-        replies = send(1, destination=[info.name], reply=True, timeout=CONTROL_TIMEOUT) or []
-        for reply in replies:
+        target = [info.name]
+        if info.pool == "prefork":
+            send = control.pool_grow if delta > 0 else control.pool_shrink
+            replies = send(1, destination=target, reply=True, timeout=CONTROL_TIMEOUT)
+        else:  # Celery's threads pool has no grow/shrink: our own command (workers.runtime)
+            replies = control.broadcast(
+                THREADS_COMMAND,
+                arguments={"n": delta},
+                destination=target,
+                reply=True,
+                timeout=CONTROL_TIMEOUT,
+            )
+        for reply in replies or []:
             for answer in reply.values():
                 if "error" in answer:
                     raise ApiError(409, f"{info.name}: {answer['error']}", code="control_refused")
         if not replies:
             raise ApiError(504, f"{info.name} did not answer within {CONTROL_TIMEOUT:.0f} s")
-        return f"{info.name}: pool {'grows' if delta > 0 else 'shrinks'} by one process"
+        unit = "process" if info.pool == "prefork" else "thread"
+        return f"{info.name}: pool {'grows' if delta > 0 else 'shrinks'} by one {unit}"
 
     def _dead_entry(self, job_id: str) -> tuple[bytes, dict[str, Any]]:
         for raw in self.client.store.redis.lrange(keys.DEAD_LETTERS, 0, DEAD_COUNTED - 1):

@@ -71,7 +71,8 @@ def counts_fragment(tile: dict[str, Any], csrf: str) -> str:
     pause = (
         f'<form method=post action="{action}" data-action class=inline>'
         f"{_hidden(csrf, queue=queue)}"
-        f'<button type=submit class="pause" data-queue="{_e(queue)}">{button}</button></form>'
+        f'<button type=submit class="{button.lower()}" data-queue="{_e(queue)}">{button}</button>'
+        "</form>"
     )
     return (
         f"<div class=counts>{cells}</div><div class=queue-state>{state} {pause}</div>{_run(tile)}"
@@ -136,14 +137,12 @@ def workers_fragment(workers: list[dict[str, Any]], csrf: str) -> str:
     rows = []
     for w in workers:
         name = w["name"]
-        resize = ""
-        if w.get("pool") == "prefork":
-            resize = "".join(
-                f'<form method=post action="/page/concurrency" data-action class=inline>'
-                f"{_hidden(csrf, worker=name, delta=delta)}"
-                f'<button type=submit title="{title}">{sign}</button></form>'
-                for delta, sign, title in (("-1", "−", "one process less"), ("1", "+", "one more"))
-            )
+        resize = "".join(
+            f'<form method=post action="/page/concurrency" data-action class=inline>'
+            f"{_hidden(csrf, worker=name, delta=delta)}"
+            f'<button type=submit title="{title}">{sign}</button></form>'
+            for delta, sign, title in (("-1", "−", "one less"), ("1", "+", "one more"))
+        )
         paused = ", ".join(w.get("paused") or [])
         rss = "?" if w.get("rss_mib") is None else f"{w['rss_mib']:.0f} MiB"
         rows.append(
