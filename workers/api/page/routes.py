@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from importlib.resources import files
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 from urllib.parse import quote
 
+import redis
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import (
@@ -54,6 +56,17 @@ _STATIC = {
 MAX_FORM_BYTES = 16 * 1024
 
 Handler = Callable[[Request], Awaitable[Response]]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+async def cluster(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run a blocking call on the cluster in a thread; a broker that does not answer is a
+    503 with the reason, and the page keeps serving."""
+    try:
+        return await run_in_threadpool(call, *args, **kwargs)
+    except redis.RedisError as exc:
+        raise ApiError(503, f"the broker does not answer: {exc}", code="broker_down") from None
 
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:
@@ -74,10 +87,10 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         found, error = None, None
         if query:
             try:
-                found = await run_in_threadpool(board.search, query)
+                found = await cluster(board.search, query)
             except ApiError as exc:
                 error = exc.message
-        snapshot = await run_in_threadpool(board.snapshot)
+        snapshot = await cluster(board.snapshot)
         message = request.query_params.get("msg", "")[:300]
         html = views.page(
             snapshot, session.csrf, query=query, found=found, error=error, message=message
@@ -144,7 +157,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         async def handle(request: Request) -> Response:
             fields = await form(request)
             session.check_action(request, fields.get(CSRF_FIELD))
-            message = await run_in_threadpool(do, fields)
+            message = await cluster(do, fields)
             hub.poke()
             if "application/json" in request.headers.get("accept", ""):
                 return JSONResponse({"ok": True, "message": message}, status_code=202)
