@@ -4,7 +4,6 @@ every wait is for a condition, with a generous bound."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -16,19 +15,13 @@ from selenium.webdriver.common.by import By
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Status
 from tests.integration.conftest import Cluster
-from tests.support.browser import chromium, screenshot, wait_until
+from tests.support.browser import click, count, log_in, screenshot, shows, wait_until
 from tests.support.factories import noisy_png
-from tests.support.serve import Served, serve
+from tests.support.serve import serve
 from workers import keys
 from workers.client import JobHandle, MediaClient
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    with chromium() as driver:
-        yield driver
 
 
 def cache_image(cluster: Cluster, seed: int, size: tuple[int, int] = (64, 48)) -> Path:
@@ -38,24 +31,6 @@ def cache_image(cluster: Cluster, seed: int, size: tuple[int, int] = (64, 48)) -
 
 def submit(client: MediaClient, path: Path) -> JobHandle:
     return client.submit_one(Capability.VISION_SUMMARIZE, path.name.split(".")[0], path)
-
-
-def log_in(driver: webdriver.Chrome, served: Served, key: str | None = None) -> None:
-    driver.delete_all_cookies()
-    driver.get(f"{served.url}/login")
-    driver.find_element(By.NAME, "key").send_keys(key or served.key)
-    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait_until("the jobs page after login", lambda: driver.find_elements(By.ID, "counts-vision"))
-    wait_until("the live stream", lambda: driver.find_element(By.ID, "live").text == "live")
-
-
-def count(driver: webdriver.Chrome, queue: str, status: str) -> int:
-    cell = driver.find_element(By.CSS_SELECTOR, f"#counts-{queue} [data-status={status}]")
-    return int(cell.text)
-
-
-def shows(driver: webdriver.Chrome, queue: str, status: str, expected: int) -> bool:
-    return count(driver, queue, status) == expected
 
 
 def test_tiles_count_a_seeded_run_update_live_and_missing_reprocesses_to_100(
@@ -71,7 +46,7 @@ def test_tiles_count_a_seeded_run_update_live_and_missing_reprocesses_to_100(
         statuses = sorted(h.status.value for h in finished)
         assert statuses == ["degraded", "done", "done", "done"], statuses
         with serve(cluster) as served:
-            log_in(browser, served)
+            log_in(browser, served.url, served.key)
             assert count(browser, "vision", "done") == 3
             assert count(browser, "vision", "degraded") == 1
             assert count(browser, "vision", "failed") == 0
@@ -101,8 +76,7 @@ def test_tiles_count_a_seeded_run_update_live_and_missing_reprocesses_to_100(
             # Two images cached but never processed: "Missing" finds exactly those.
             for seed in (6, 7):
                 cache_image(cluster, seed)
-            tile = browser.find_element(By.ID, "tile-vision")
-            tile.find_element(By.CSS_SELECTOR, "button.missing").click()
+            click(browser, "#tile-vision button.missing")
             wait_until(
                 "the reprocess run to finish at 100 %",
                 lambda: (
@@ -138,10 +112,8 @@ def test_pause_stops_the_queue_taking_jobs_and_resume_restarts_it(
     store = client.store
     try:
         with serve(cluster) as served:
-            log_in(browser, served)
-            browser.find_element(
-                By.CSS_SELECTOR, '#counts-vision button[data-queue="vision"]'
-            ).click()
+            log_in(browser, served.url, served.key)
+            click(browser, "#counts-vision button.pause")
             wait_until(
                 "the worker to announce vision as paused",
                 lambda: [w for w in store.live_workers() if w.paused == ("vision",)],
@@ -165,14 +137,51 @@ def test_pause_stops_the_queue_taking_jobs_and_resume_restarts_it(
             screenshot(browser, "jobs-page-paused")
             assert worker.proc.poll() is None
 
-            browser.find_element(
-                By.CSS_SELECTOR, '#counts-vision button[data-queue="vision"]'
-            ).click()
+            click(browser, "#counts-vision button.resume")
             finished = client.wait(handles, timeout=120)
             assert [h.status for h in finished] == [Status.DONE, Status.DONE]
             wait_until("done = 2 on the page", lambda: shows(browser, "vision", "done", 2))
             wait_until("waiting = 0 on the page", lambda: shows(browser, "vision", "waiting", 0))
             assert not store.paused_queues()
+    finally:
+        client.close()
+
+
+def test_a_threads_pool_grows_and_shrinks_from_the_page_and_still_runs_jobs(
+    cluster: Cluster, browser: webdriver.Chrome
+) -> None:
+    cluster.start_worker("vision", concurrency=2)
+    client = cluster.client()
+    try:
+        with serve(cluster) as served:
+            log_in(browser, served.url, served.key)
+            (name,) = [w.name for w in client.store.live_workers()]
+            row = f'#workers tr[data-worker="{name}"]'
+
+            def threads() -> int | None:
+                (info,) = client.store.live_workers()
+                return info.concurrency
+
+            def shown() -> str:
+                return str(browser.find_element(By.CSS_SELECTOR, f"{row} td.procs").text)
+
+            wait_until("2 x 1 on the page", lambda: shown().startswith("2 x 1"))
+            click(browser, f'{row} button[title="one more"]')
+            wait_until("3 threads announced", lambda: threads() == 3)
+            wait_until("3 x 1 on the page", lambda: shown().startswith("3 x 1"))
+            click(browser, f'{row} button[title="one less"]')
+            wait_until("2 threads announced", lambda: threads() == 2)
+            click(browser, f'{row} button[title="one less"]')
+            wait_until("1 thread announced", lambda: threads() == 1)
+            wait_until("1 x 1 on the page", lambda: shown().startswith("1 x 1"))
+            click(browser, f'{row} button[title="one less"]')
+            wait_until(
+                "the refusal to go below one",
+                lambda: "single process or thread" in browser.find_element(By.ID, "message").text,
+            )
+            (handle,) = client.wait([submit(client, cache_image(cluster, 31))], timeout=120)
+            assert handle.status is Status.DONE
+            assert threads() == 1
     finally:
         client.close()
 
@@ -195,12 +204,12 @@ def test_a_dead_letter_retried_from_the_page_ends_done(
             "dead-lettered"
         )
         with serve(cluster) as served:
-            log_in(browser, served)
+            log_in(browser, served.url, served.key)
             row = browser.find_element(By.CSS_SELECTOR, f'#dead tr[data-job="{handle.id}"]')
             assert "dead-lettered" in row.text
             assert count(browser, "vision", "dead") == 1
             screenshot(browser, "jobs-page-dead-letter")
-            row.find_element(By.CSS_SELECTOR, "button.retry").click()
+            click(browser, f'#dead tr[data-job="{handle.id}"] button.retry')
             wait_until(
                 "the retried job to end done",
                 lambda: (e := client.store.get(handle.key)) is not None and e.status is Status.DONE,
@@ -275,5 +284,5 @@ def test_nothing_is_reachable_or_steerable_without_the_cookie_and_the_csrf_token
         browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
         wait_until("the refusal", lambda: "wrong key" in browser.page_source)
         screenshot(browser, "jobs-page-login")
-        log_in(browser, served)
+        log_in(browser, served.url, served.key)
         assert browser.execute_script("return document.cookie") == ""

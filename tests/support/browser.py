@@ -17,6 +17,7 @@ from typing import TypeVar
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 
 from tests.support.cluster import ROOT
 
@@ -85,3 +86,33 @@ def screenshot(driver: webdriver.Chrome, name: str) -> Path:
     driver.save_screenshot(str(path))
     print(f"screenshot: {path}")
     return path
+
+
+def log_in(driver: webdriver.Chrome, url: str, key: str) -> None:
+    driver.delete_all_cookies()
+    driver.get(f"{url}/login")
+    driver.find_element(By.NAME, "key").send_keys(key)
+    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_until("the jobs page after login", lambda: driver.find_elements(By.ID, "counts-vision"))
+    wait_until("the live stream", lambda: driver.find_element(By.ID, "live").text == "live")
+
+
+def count(driver: webdriver.Chrome, queue: str, status: str) -> int:
+    """The number a capability tile shows for one status (waiting ... dead)."""
+    cell = driver.find_element(By.CSS_SELECTOR, f"#counts-{queue} [data-status={status}]")
+    return int(cell.text)
+
+
+def shows(driver: webdriver.Chrome, queue: str, status: str, expected: int) -> bool:
+    return count(driver, queue, status) == expected
+
+
+def click(driver: webdriver.Chrome, css: str) -> None:
+    """Click a button of a live part (swapped in by the server at any moment): find it anew
+    until one click lands on an element still in the page."""
+
+    def once() -> bool:
+        driver.find_element(By.CSS_SELECTOR, css).click()
+        return True
+
+    wait_until(f"a click on {css}", once)
