@@ -20,6 +20,7 @@ from tests.support.factories import noisy_png
 from tests.support.serve import serve
 from workers import keys
 from workers.client import JobHandle, MediaClient
+from workers.runtime.recovery import HEARTBEAT_SECONDS, STALL_SECONDS
 
 pytestmark = pytest.mark.integration
 
@@ -123,19 +124,27 @@ def test_pause_stops_the_queue_taking_jobs_and_resume_restarts_it(
                 lambda: "paused" in browser.find_element(By.ID, "counts-vision").text,
             )
             handles = [submit(client, cache_image(cluster, seed)) for seed in (11, 12)]
-            # Two heartbeats after the jobs were queued the worker has still taken none.
-            submitted = store.now()
+            # A worker started during the pause holds off from its start.
+            later = cluster.start_worker("vision")
             wait_until(
-                "two heartbeats of the paused worker after the jobs were queued",
-                lambda: [
-                    w for w in store.live_workers() if w.seen > submitted + 2 * 3.0 and w.paused
-                ],
+                "both workers to announce vision as paused",
+                lambda: len([w for w in store.live_workers() if w.paused == ("vision",)]) == 2,
+            )
+            # Past the consumer watchdog's stall time (and two heartbeats more), neither
+            # worker has taken a job nor been made to reconnect: a pause is not a stall.
+            submitted = store.now()
+            past = submitted + STALL_SECONDS + 2 * HEARTBEAT_SECONDS
+            wait_until(
+                "both paused workers to have beaten past the watchdog's stall time",
+                lambda: len([w for w in store.live_workers() if w.seen > past and w.paused]) == 2,
             )
             assert store.queue_lengths(["vision"]) == {"vision": 2}
             assert cluster.fake.request_count == 0
+            for each in (worker, later):
+                assert "consumer stalled" not in each.text()
+                assert each.proc.poll() is None
             wait_until("waiting = 2 on the page", lambda: shows(browser, "vision", "waiting", 2))
             screenshot(browser, "jobs-page-paused")
-            assert worker.proc.poll() is None
 
             click(browser, "#counts-vision button.resume")
             finished = client.wait(handles, timeout=120)
