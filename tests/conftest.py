@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -39,6 +40,15 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     # One per test: a request a previous test left hanging must not count here.
     with FakeOpenAI() as fake:
         yield fake
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's headless Chromium (Selenium is imported only by the tests that use it)."""
+    from tests.support.browser import chromium
+
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture

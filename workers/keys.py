@@ -60,3 +60,11 @@ def chunks(key: ResultKey) -> str:
 
 
 SWEEP_LOCK = f"{PREFIX}:sweep"  # held by the one worker sweeping the job journal right now
+
+RECENT = f"{PREFIX}:recent"  # list: result keys, newest first, trimmed (the jobs page)
+PAUSED = f"{PREFIX}:paused"  # set: queues no worker may consume (pause/resume on the page)
+
+
+def reprocess_progress(kind: str) -> str:
+    """The tally of the reprocess run for one media kind, while it runs and a while after."""
+    return f"{PREFIX}:reprocess-progress:{kind}"

@@ -29,6 +29,8 @@ from workers.settings import Settings
 
 LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it quickly
 POLL = 0.2
+REPORT_EVERY = 0.25  # seconds between two writes of a run's tally to Redis
+REPORT_TTL = 3600  # a finished run's tally stays readable (the jobs page) this long
 
 
 class AlreadyRunning(Exception):
@@ -162,6 +164,42 @@ class Progress:
         self.out.flush()
 
 
+class Report:
+    """The run's tally in Redis, one key per media kind, for the jobs page and any reader.
+
+    Whether a run is still going is the lock's business (`running` here only says how this
+    run last reported): a run that died leaves `running: true` and no lock.
+    """
+
+    def __init__(self, client: MediaClient, selection: Selection, tally: Tally) -> None:
+        self.redis = client.store.redis
+        self.selection = selection
+        self.tally = tally
+        self.started_at = time.time()
+        self._last = 0.0
+
+    def write(self, *, done: bool = False) -> None:
+        now = time.monotonic()
+        if not done and now - self._last < REPORT_EVERY:
+            return
+        self._last = now
+        body = json.dumps(
+            {
+                **self.tally.summary(),
+                "kinds": [k.value for k in self.selection.kinds],
+                "mode": self.selection.mode,
+                "include_degraded": self.selection.include_degraded,
+                "running": not done,
+                "started_at": self.started_at,
+                "finished_at": time.time() if done else None,
+            }
+        )
+        pipe = self.redis.pipeline()
+        for kind in self.selection.kinds:
+            pipe.set(keys.reprocess_progress(kind.value), body, ex=REPORT_TTL)
+        pipe.execute()
+
+
 def _count(tally: Tally, status: str) -> None:
     if status == Status.DONE.value:
         tally.done += 1
@@ -190,6 +228,8 @@ def run(
         events.subscribe(keys.EVENTS)
         pending: dict[ResultKey, JobHandle] = {}
         progress = Progress(tally, out)
+        report = Report(client, selection, tally)
+        report.write()
         try:
             try:
                 for item in select(client.settings, selection, tally):
@@ -198,6 +238,7 @@ def run(
                     while client.store.redis.llen(queue) >= high_water:
                         _drain(events, pending, tally)
                         progress.show()
+                        report.write()
                         time.sleep(POLL)
                     handle = client.submit_one(
                         capability,
@@ -213,6 +254,7 @@ def run(
                         pending[handle.key] = handle
                     _drain(events, pending, tally)
                     progress.show()
+                    report.write()
             except KeyboardInterrupt:
                 out.write(
                     "\nreprocess: interrupted: no more jobs are enqueued; "
@@ -223,8 +265,10 @@ def run(
                 _drain(events, pending, tally, timeout=1.0)
                 _recheck(client, pending, tally)
                 progress.show()
+                report.write()
         finally:
             progress.show(force=True)
+            report.write(done=True)
             events.close()
     return tally
 

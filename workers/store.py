@@ -50,6 +50,7 @@ return 0
 # Workers announce themselves in `keys.WORKERS` every few seconds (the heartbeat of
 # workers.runtime.recovery); one not seen for this long is gone (killed, frozen, cut off).
 WORKER_FRESH_SECONDS = 15.0
+RECENT_KEPT = 200  # result keys kept in keys.RECENT for the jobs page
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,7 @@ class WorkerInfo:
     started_at: float | None  # unix time
     seen: float  # unix time (the broker's clock) of the last announcement
     age_s: float  # seconds since then
+    paused: tuple[str, ...] = ()  # queues it serves but no longer consumes (paused)
 
     @classmethod
     def from_announcement(cls, name: str, data: dict[str, Any], now: float) -> WorkerInfo:
@@ -90,6 +92,7 @@ class WorkerInfo:
             started_at=number("started_at"),
             seen=seen,
             age_s=max(0.0, now - seen),
+            paused=tuple(str(q) for q in data.get("paused") or ()),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -106,6 +109,7 @@ class WorkerInfo:
             "started_at": self.started_at,
             "seen": self.seen,
             "age_s": round(self.age_s, 3),
+            "paused": list(self.paused),
         }
 
 
@@ -182,6 +186,8 @@ class RedisStore:
         pipe = self.redis.pipeline()
         pipe.delete(keys.inflight(envelope.key))
         pipe.hincrby(keys.counts(envelope.key.capability.value), envelope.status.value, 1)
+        pipe.lpush(keys.RECENT, str(envelope.key))
+        pipe.ltrim(keys.RECENT, 0, RECENT_KEPT - 1)
         pipe.publish(keys.EVENTS, json.dumps(envelope.to_json()))
         pipe.execute()
 
@@ -329,6 +335,23 @@ class RedisStore:
 
     def dead_letter_count(self) -> int:
         return int(self.redis.llen(keys.DEAD_LETTERS))
+
+    def recent_keys(self, limit: int = 20) -> list[ResultKey]:
+        """The keys of the newest stored results, newest first, each once."""
+        found: dict[str, None] = {}
+        for raw in self.redis.lrange(keys.RECENT, 0, RECENT_KEPT - 1):
+            found.setdefault(raw.decode(), None)
+            if len(found) >= limit:
+                break
+        parsed = []
+        for text in found:
+            with contextlib.suppress(ValueError):
+                parsed.append(ResultKey.parse(text))
+        return parsed
+
+    def paused_queues(self) -> set[str]:
+        """Queues paused from the jobs page: workers stop consuming them until resumed."""
+        return {raw.decode() for raw in self.redis.smembers(keys.PAUSED)}
 
 
 _HOST = socket.gethostname()

@@ -11,10 +11,8 @@ CLI, and the local OpenAI-protocol server.
 
 from __future__ import annotations
 
-import io
 import json
 import pickle
-import random
 import socket
 import stat
 import subprocess
@@ -32,12 +30,11 @@ import pytest
 import redis
 from kombu.connection import Connection
 from kombu.entity import Exchange, Queue
-from PIL import Image
 
 from pipelines.media import Capability
 from pipelines.results import Status
 from tests.integration.conftest import Cluster, write_result
-from tests.support.factories import b64, png_bytes
+from tests.support.factories import b64, noisy_png, png_bytes
 from workers.capabilities import CAPABILITIES
 from workers.capabilities import for_queue as spec_for_queue
 
@@ -55,16 +52,6 @@ class TouchOnUnpickle:
 
     def __reduce__(self) -> tuple[Any, tuple[Path]]:
         return (Path.touch, (self.path,))
-
-
-def noisy_png(seed: int, size: tuple[int, int] = (48, 36)) -> bytes:
-    """Noise, so the vision stage really asks the provider (uniform images are not sent)."""
-    rng = random.Random(seed)
-    img = Image.new("RGB", size)
-    img.putdata([tuple(rng.randrange(256) for _ in range(3)) for _ in range(size[0] * size[1])])
-    out = io.BytesIO()
-    img.save(out, format="PNG")
-    return out.getvalue()
 
 
 def image_result(tmp: Path, seed: int, *extra: dict[str, Any]) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,10 +24,8 @@ STORED = re.compile(r"stored \w+ result for (\S+) \(job ")
 
 
 @pytest.fixture
-def shared(cluster: Cluster, models_home: Path) -> Iterator[Cluster]:
-    cluster.home.mkdir(parents=True, exist_ok=True)
-    (cluster.home / "models").symlink_to(models_home / "models")
-    yield cluster
+def shared(speech_cluster: Cluster) -> Cluster:
+    return speech_cluster
 
 
 def test_two_nodes_drain_forty_mixed_jobs_once_each(

@@ -5,7 +5,6 @@ and one synthesis per identical request."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,13 +35,6 @@ SENTENCES = [
 def voice(models_home: Path) -> TextToSpeech:
     config = TtsConfig(models_home / "models" / VOICE, noise_scale=0.0, noise_scale_w=0.0)
     return load_tts(config)
-
-
-@pytest.fixture
-def speech_cluster(cluster: Cluster, models_home: Path) -> Iterator[Cluster]:
-    cluster.home.mkdir(parents=True, exist_ok=True)
-    (cluster.home / "models").symlink_to(models_home / "models")
-    yield cluster
 
 
 def clip(voice: TextToSpeech, text: str, path: Path) -> Path:

@@ -23,6 +23,18 @@ def png_bytes(
     return out.getvalue()
 
 
+def noisy_png(seed: int, size: tuple[int, int] = (48, 36)) -> bytes:
+    """Noise, so the vision stage really asks the provider (uniform images are not sent)."""
+    import random
+
+    rng = random.Random(seed)
+    img = Image.new("RGB", size)
+    img.putdata([tuple(rng.randrange(256) for _ in range(3)) for _ in range(size[0] * size[1])])
+    out = io.BytesIO()
+    img.save(out, format="PNG")
+    return out.getvalue()
+
+
 def jpeg_bytes(size: tuple[int, int] = (64, 48)) -> bytes:
     img = Image.new("RGB", size, (10, 120, 200))
     out = io.BytesIO()

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from workers.api import health, metrics, models, speech, transcribe
+from workers.api import health, metrics, models, page, speech, transcribe
 from workers.api.auth import check_bearer, needs_key
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
@@ -73,6 +73,7 @@ def create_app(settings: Settings, key: str) -> Starlette:
         *speech.routes(ctx),
         *models.routes(ctx),
         *metrics.routes(ctx),
+        *page.routes(ctx),
     ]
 
     @contextlib.asynccontextmanager

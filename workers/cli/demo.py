@@ -9,7 +9,10 @@ and stops what it started.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
 import sys
 import time
 import uuid
@@ -89,13 +92,60 @@ def _proxy_leg(settings: Settings, wait: float) -> str:
     return text
 
 
+def _start_page(settings: Settings) -> subprocess.Popen[bytes] | None:
+    """`mcp-media serve` on a free loopback port: the jobs page, while the demo runs."""
+    from workers.broker import broker_url
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, MCP_MEDIA_HOME=str(settings.home))
+    env["MCP_MEDIA_REDIS_URL"] = broker_url(settings.home, settings.redis_url).url
+    log = settings.home / "logs" / "serve-demo.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli.main", "serve", "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            key = (
+                "MCP_MEDIA_API__KEY"
+                if settings.api.key.get_secret_value()
+                else (settings.home / "api-key")
+            )
+            _say(f"jobs page at http://127.0.0.1:{port}/ while the demo runs (key: {key})")
+            return proc
+        time.sleep(0.1)
+    _say(f"the jobs page did not start; see {log}")
+    _stop_page(proc)
+    return None
+
+
+def _stop_page(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
 def run_demo(settings: Settings, sample: Path = SAMPLE, wait: float = 120.0) -> int:
     started = time.monotonic()
     prepare(settings.home, log=_say)
     children, broker_started = start_all(settings)
+    page = None
     try:
         _wait_ready(children, timeout=300)
         _say(f"broker and {len(children)} workers up after {time.monotonic() - started:.1f} s")
+        page = _start_page(settings)
         rendered = ingest(sample.read_text(), cache=settings.media_cache(), server="demo-drive")
         trace_id = uuid.uuid4().hex[:16]
         client = MediaClient.connect(settings)
@@ -132,4 +182,5 @@ def run_demo(settings: Settings, sample: Path = SAMPLE, wait: float = 120.0) -> 
         )
         return 0 if done else 1
     finally:
+        _stop_page(page)
         stop_all(settings, children, broker_started, grace=30)

@@ -36,5 +36,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     sys.stderr.write(
         f"mcp-media: serving http://{shown}:{port}/ (OpenAI audio API at /v1; key: {where})\n"
     )
-    uvicorn.run(create_app(settings, key), host=host, port=port, log_level="warning", lifespan="on")
+    uvicorn.run(
+        create_app(settings, key),
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=5,  # open event streams (the jobs page) end on stop
+    )
     return 0

@@ -13,7 +13,7 @@ from celery import Celery
 
 from workers.broker import broker_url
 from workers.celery_app import base_app
-from workers.runtime import signals, tasks
+from workers.runtime import control, signals, tasks
 from workers.settings import Settings, confine_process
 
 
@@ -21,6 +21,7 @@ def create_app(settings: Settings, url: str) -> Celery:
     app = base_app(settings, url)
     tasks.register(app)
     signals.connect(app)
+    control.register()
     return app
 
 

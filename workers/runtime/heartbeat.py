@@ -28,7 +28,8 @@ from workers.store import RedisStore
 
 log = logging.getLogger("mcp_media.recovery")
 
-# Between beats, a change in how busy the worker is gets announced within this long.
+# Between beats, a change in how busy the worker is (or a queue paused or resumed) gets
+# announced within this long.
 BUSY_CHECK_SECONDS = 0.5
 
 
@@ -86,10 +87,45 @@ class Heartbeat:
     def queues(self) -> list[str]:
         return list(self.app.conf.mcp_media_worker["queues"])
 
+    def consuming(self) -> list[str]:
+        """The configured queues this worker consumes now: a paused one is not."""
+        selected = self.app.amqp.queues.consume_from
+        return [q for q in self.queues if q in selected]
+
+    def follow_pauses(self) -> None:
+        """Stop consuming the queues paused on the jobs page; consume them again once resumed.
+
+        The page tells live workers at once (Celery's cancel_consumer/add_consumer); this
+        makes a pause hold for a worker started later, and its consumer's reconnects keep
+        the queues it deselected. Run in the consumer's event loop, never here."""
+        consumer = self.consumer
+        if consumer is None:
+            return
+        # What it consumes first, the pauses second: a pause or resume the page sends in
+        # between is then seen as already done, never undone for a beat.
+        consuming = set(self.consuming())
+        paused = self.store.paused_queues()
+        for queue in self.queues:
+            if queue in paused and queue in consuming:
+                log.warning("queue %s is paused: no longer consuming it", queue)
+                consumer.call_soon(consumer.cancel_task_queue, queue)
+            elif queue not in paused and queue not in consuming:
+                log.warning("queue %s was resumed: consuming it again", queue)
+                consumer.call_soon(consumer.add_task_queue, queue)
+
+    def pool_size(self) -> int | None:
+        """Processes (or threads) of the pool now: pool_grow/pool_shrink change it."""
+        pool = getattr(self.consumer, "pool", None)
+        try:
+            return int(pool.num_processes) if pool is not None else None
+        except (AttributeError, TypeError, ValueError):
+            return None
+
     def start(self) -> None:
         # Announce at once (before the worker logs "ready."), so that a client waiting for
         # a job already sees who serves its queue.
         try:
+            self.follow_pauses()
             self._announce()
         except Exception:
             log.warning("could not announce this worker; the heartbeat retries", exc_info=True)
@@ -129,7 +165,8 @@ class Heartbeat:
         one that does not (a consumer left without credit or without its socket in the event
         loop after a broker restart) holds no lease, so nothing else would notice it."""
         now = time.monotonic() if now is None else now
-        waiting = sum(int(self.store.redis.llen(q)) for q in self.queues)
+        # A paused queue's messages are meant to wait: they are no sign of a stall.
+        waiting = sum(int(self.store.redis.llen(q)) for q in self.consuming())
         if (
             held
             or not waiting
@@ -174,15 +211,19 @@ class Heartbeat:
         `mcp-media status` and the client (who serves which queue) read it from there."""
         info = self.app.conf.mcp_media_worker
         busy = _busy()
+        consuming = self.consuming()
+        size = self.pool_size()
         announcement = {
             **info,
+            "concurrency": size if size is not None else info.get("concurrency"),
+            "paused": [q for q in self.queues if q not in consuming],
             "started_at": info.get("started_at", self._started_at),
             **busy,
             "rss_mib": rss_mib(os.getpid()),
             "seen": self.store.now(),  # the broker's clock, as readers compare with it
         }
         self.store.redis.hset(keys.WORKERS, info["name"], json.dumps(announcement))
-        self._announced = busy
+        self._announced = {**busy, "consuming": consuming}
 
     def forget(self) -> None:
         self.store.redis.hdel(keys.WORKERS, self.app.conf.mcp_media_worker["name"])
@@ -209,7 +250,7 @@ class Heartbeat:
                 log.warning("could not lease received jobs", exc_info=True)
             if time.monotonic() < next_beat:
                 try:
-                    if _busy() != self._announced:
+                    if {**_busy(), "consuming": self.consuming()} != self._announced:
                         self._announce()
                 except Exception:
                     log.warning("could not announce this worker", exc_info=True)
@@ -217,6 +258,7 @@ class Heartbeat:
             next_beat = time.monotonic() + HEARTBEAT_SECONDS
             beats += 1
             try:
+                self.follow_pauses()
                 self._announce()
                 held = held_jobs(
                     self.store.redis, list(state.reserved_requests), list(state.active_requests)

@@ -12,6 +12,7 @@ from celery import Celery
 from celery.signals import (
     after_setup_logger,
     after_setup_task_logger,
+    celeryd_after_setup,
     task_postrun,
     task_prerun,
     task_received,
@@ -104,6 +105,25 @@ def _on_received(request: Any = None, **_: Any) -> None:
         _heartbeat.lease(request.id)
 
 
+def _hold_paused(app: Celery) -> None:
+    """Queues paused on the jobs page are not consumed from the start: a worker started
+    during a pause takes none of their jobs (its heartbeat consumes them once resumed)."""
+    from workers.store import redis_store
+
+    store = redis_store(app.conf.mcp_media_settings, app.conf.broker_url)
+    try:
+        paused = store.paused_queues()
+    except Exception:
+        log.warning("could not read the paused queues; the heartbeat follows them", exc_info=True)
+        return
+    finally:
+        store.close()
+    for queue in (getattr(app.conf, "mcp_media_worker", None) or {}).get("queues", ()):
+        if queue in paused:
+            log.warning("queue %s is paused: not consuming it until it is resumed", queue)
+            app.amqp.queues.deselect(queue)
+
+
 _connected = False
 
 
@@ -122,3 +142,4 @@ def connect(app: Celery) -> None:
     worker_shutdown.connect(_on_shutdown, weak=False)
     task_postrun.connect(_on_postrun, weak=False)
     worker_process_init.connect(lambda **_: _on_process_init(app), weak=False)
+    celeryd_after_setup.connect(lambda **_: _hold_paused(app), weak=False)

@@ -1,0 +1,311 @@
+"""What the jobs page shows and what it steers, read from and sent to the cluster.
+
+Everything comes from the machinery the CLI uses: the store (queue lengths, counters, the
+workers' announcements, dead letters, results), `workers.reprocess` (runs and their tally
+in Redis) and Celery's remote control (pause/resume, pool size). Calls block on Redis: the
+routes run them in a thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipelines.media import Capability, MediaKind
+from pipelines.results import Envelope, ResultKey
+from workers import keys
+from workers.api.errors import ApiError
+from workers.capabilities import CAPABILITIES, QUEUES
+from workers.client import MediaClient
+from workers.reprocess import AlreadyRunning, Selection, run
+from workers.settings import Settings
+from workers.store import WorkerInfo
+
+log = logging.getLogger("mcp_media.page")
+
+DEAD_SHOWN = 50
+DEAD_COUNTED = 10_000
+RECENT_SHOWN = 12
+CONTROL_TIMEOUT = 2.0
+THREADS_COMMAND = "mcp_media_threads"  # workers.runtime.control (not importable from here)
+# The media kind each capability's reprocess walks (speech synthesis has no cached input).
+KIND_OF = {
+    Capability.VISION_SUMMARIZE: MediaKind.IMAGE,
+    Capability.AUDIO_TRANSCRIBE: MediaKind.AUDIO,
+}
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The answer to a search: a job id, its key and its result when there is one."""
+
+    query: str
+    job_id: str | None
+    key: ResultKey | None
+    envelope: Envelope | None
+
+
+class Board:
+    """One per serve process; its client (Redis + the Celery app for control) is made once."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: MediaClient | None = None
+        self._lock = threading.Lock()
+        self._runs: set[str] = set()
+
+    @property
+    def client(self) -> MediaClient:
+        with self._lock:
+            if self._client is None:
+                self._client = MediaClient.connect(self.settings)
+            return self._client
+
+    # what the page shows
+
+    def snapshot(self) -> dict[str, Any]:
+        store = self.client.store
+        redis = store.redis
+        workers = store.live_workers()
+        waiting = store.queue_lengths(QUEUES)
+        paused = store.paused_queues()
+        dead = store.dead_letters(DEAD_SHOWN)
+        dead_by_capability: dict[str, int] = {}
+        for raw in redis.lrange(keys.DEAD_LETTERS, 0, DEAD_COUNTED - 1):
+            capability = _entry(raw).get("key", "").split(":", 1)[0]
+            dead_by_capability[capability] = dead_by_capability.get(capability, 0) + 1
+        tiles = []
+        for spec in CAPABILITIES.values():
+            name = spec.capability.value
+            kind = KIND_OF.get(spec.capability)
+            counts = store.status_counts(name)
+            tiles.append(
+                {
+                    "capability": name,
+                    "queue": spec.queue,
+                    "kind": kind.value if kind is not None else None,
+                    "waiting": waiting[spec.queue],
+                    "running": sum(w.active_by_queue.get(spec.queue, 0) for w in workers),
+                    "done": counts.get("done", 0),
+                    "degraded": counts.get("degraded", 0),
+                    "failed": counts.get("failed", 0),
+                    "dead": dead_by_capability.get(name, 0),
+                    "paused": spec.queue in paused,
+                    "serving": [w.name for w in workers if spec.queue in w.queues],
+                    "run": self._run_state(kind) if kind is not None else None,
+                }
+            )
+        return {
+            "tiles": tiles,
+            "workers": [_worker_row(w) for w in workers],
+            "dead": dead,
+            "recent": self.recent(),
+        }
+
+    def _run_state(self, kind: MediaKind) -> dict[str, Any] | None:
+        redis = self.client.store.redis
+        raw = redis.get(keys.reprocess_progress(kind.value))
+        if raw is None:
+            return None
+        report: dict[str, Any] = json.loads(raw)
+        report["locked"] = bool(redis.exists(f"{keys.PREFIX}:reprocess:{kind.value}"))
+        finished = report["done"] + report["degraded"] + report["failed"]
+        if report["running"]:
+            total = max(report["selected"], 1)
+            report["percent"] = min(99, 100 * finished // total) if report["selected"] else 0
+        else:
+            report["percent"] = 100
+        report["finished"] = finished
+        return report
+
+    def recent(self, limit: int = RECENT_SHOWN) -> list[dict[str, Any]]:
+        store = self.client.store
+        wanted = store.recent_keys(limit)
+        found = store.get_many(wanted)
+        return [found[k].to_json() for k in wanted if k in found]  # type: ignore[misc]
+
+    def search(self, query: str) -> Found:
+        query = query.strip()
+        if _SHA256.fullmatch(query.lower()):
+            query = query.lower()
+        elif not _JOB_ID.fullmatch(query):
+            raise ApiError(400, "search by a sha256 (64 hex digits) or a job id", code="bad_search")
+        job_id, key, envelope = self.client.result(query)
+        return Found(query, job_id, key, envelope)
+
+    def media_path(self, sha256: str) -> Path | None:
+        """The cached image or audio file named by this sha256 (nothing else, no path)."""
+        if not _SHA256.fullmatch(sha256):
+            return None
+        found = self.settings.media_cache().find(sha256)
+        if found is None:
+            return None
+        real = found.path.resolve()
+        return real if real.is_relative_to(self.settings.cache_root.resolve()) else None
+
+    # what the page steers
+
+    def reprocess(self, kind_name: str, mode: str, include_degraded: bool) -> str:
+        try:
+            kind = MediaKind(kind_name)
+        except ValueError:
+            kind = None
+        if kind not in KIND_OF.values() or mode not in ("missing", "all"):
+            raise ApiError(400, "reprocess takes kind image|audio and mode missing|all")
+        assert kind is not None
+        if kind is MediaKind.IMAGE and self.settings.vision.resolved_provider == "none":
+            raise ApiError(409, "vision is turned off (MCP_MEDIA_VISION__ENABLED/PROVIDER)")
+        redis = self.client.store.redis
+        with self._lock:
+            if kind.value in self._runs or redis.exists(f"{keys.PREFIX}:reprocess:{kind.value}"):
+                raise ApiError(409, f"a reprocess run for {kind.value} is already going")
+            self._runs.add(kind.value)
+        selection = Selection(kinds=(kind,), mode=mode, include_degraded=include_degraded)
+        threading.Thread(
+            target=self._run, args=(selection,), name=f"reprocess-{kind.value}", daemon=True
+        ).start()
+        extra = " (degraded and failed included)" if include_degraded and mode == "missing" else ""
+        return f"reprocess {mode} of {kind.value} started{extra}"
+
+    def _run(self, selection: Selection) -> None:
+        client = MediaClient.connect(self.settings)
+        try:
+            with open(os.devnull, "w") as quiet:
+                run(client, selection, high_water=self.settings.jobs.high_water, out=quiet)
+        except AlreadyRunning as exc:
+            log.warning("%s", exc)
+        except Exception:
+            log.exception("reprocess run from the page failed")
+        finally:
+            client.close()
+            with self._lock:
+                for kind in selection.kinds:
+                    self._runs.discard(kind.value)
+
+    def _serving(self, queue: str) -> list[str]:
+        return [w.name for w in self.client.store.live_workers() if queue in w.queues]
+
+    def pause(self, queue: str, paused: bool) -> str:
+        if queue not in QUEUES:
+            raise ApiError(400, f"unknown queue {queue[:40]!r}; one of {', '.join(QUEUES)}")
+        redis = self.client.store.redis
+        if paused:
+            redis.sadd(keys.PAUSED, queue)
+        else:
+            redis.srem(keys.PAUSED, queue)
+        names = self._serving(queue)
+        control = self.client.app.control
+        send: Callable[..., Any] = control.cancel_consumer if paused else control.add_consumer
+        replies = (
+            send(queue, destination=names, reply=True, timeout=CONTROL_TIMEOUT) if names else []
+        )
+        told = len(replies or [])
+        verb = "paused" if paused else "resumed"
+        return f"{queue} {verb}; {told} of {len(names)} live worker(s) confirmed"
+
+    def resize(self, worker: str, delta: int) -> str:
+        if delta not in (-1, 1):
+            raise ApiError(400, "concurrency changes by one at a time (+1 or -1)")
+        found = [w for w in self.client.store.live_workers() if w.name == worker]
+        if not found:
+            raise ApiError(404, f"no live worker named {worker[:120]!r}", code="unknown_worker")
+        info = found[0]
+        if delta < 0 and (info.concurrency or 1) <= 1:
+            raise ApiError(409, f"{info.name} already runs a single process or thread")
+        control = self.client.app.control
+        target = [info.name]
+        if info.pool == "prefork":
+            send = control.pool_grow if delta > 0 else control.pool_shrink
+            replies = send(1, destination=target, reply=True, timeout=CONTROL_TIMEOUT)
+        else:  # Celery's threads pool has no grow/shrink: our own command (workers.runtime)
+            replies = control.broadcast(
+                THREADS_COMMAND,
+                arguments={"n": delta},
+                destination=target,
+                reply=True,
+                timeout=CONTROL_TIMEOUT,
+            )
+        for reply in replies or []:
+            for answer in reply.values():
+                if "error" in answer:
+                    raise ApiError(409, f"{info.name}: {answer['error']}", code="control_refused")
+        if not replies:
+            raise ApiError(504, f"{info.name} did not answer within {CONTROL_TIMEOUT:.0f} s")
+        unit = "process" if info.pool == "prefork" else "thread"
+        return f"{info.name}: pool {'grows' if delta > 0 else 'shrinks'} by one {unit}"
+
+    def _dead_entry(self, job_id: str) -> tuple[bytes, dict[str, Any]]:
+        for raw in self.client.store.redis.lrange(keys.DEAD_LETTERS, 0, DEAD_COUNTED - 1):
+            entry = _entry(raw)
+            if entry.get("job_id") == job_id:
+                return raw, entry
+        raise ApiError(404, f"no dead letter for job {job_id[:80]!r}", code="unknown_dead_letter")
+
+    def retry(self, job_id: str) -> str:
+        """Submit the dead-lettered job's input again (a new job), then drop the letter."""
+        raw, entry = self._dead_entry(job_id)
+        try:
+            key = ResultKey.parse(str(entry.get("key")))
+        except (ValueError, KeyError):
+            raise ApiError(409, "this dead letter names no job key; clear it") from None
+        client = self.client
+        path = _recorded_path(client, job_id)
+        if path is None:
+            cached = self.settings.media_cache().find(key.sha256)
+            path = cached.path if cached is not None else None
+        if path is None:
+            raise ApiError(
+                409,
+                "the input of this job is no longer known (its record expired and it is not "
+                "a cached image or audio file); clear it",
+                code="input_gone",
+            )
+        handle = client.submit_one(key.capability, key.sha256, path)
+        client.store.redis.lrem(keys.DEAD_LETTERS, 1, raw)
+        return f"retried as job {handle.id}"
+
+    def clear(self, job_id: str | None) -> str:
+        redis = self.client.store.redis
+        if job_id is None:
+            cleared = int(redis.llen(keys.DEAD_LETTERS))
+            redis.delete(keys.DEAD_LETTERS)
+            return f"cleared {cleared} dead letter(s)"
+        raw, _ = self._dead_entry(job_id)
+        redis.lrem(keys.DEAD_LETTERS, 1, raw)
+        return f"cleared the dead letter of job {job_id}"
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+def _entry(raw: bytes) -> dict[str, Any]:
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        return {}
+    return entry if isinstance(entry, dict) else {}
+
+
+def _recorded_path(client: MediaClient, job_id: str) -> Path | None:
+    """The input path the job was sent with, from its record (Redis, else the journal)."""
+    raw = client.store.redis.get(keys.job_record(job_id))
+    record = _entry(raw) if raw is not None else client.journal.get(job_id)
+    path = ((record or {}).get("kwargs") or {}).get("path")
+    return Path(path) if isinstance(path, str) else None
+
+
+def _worker_row(worker: WorkerInfo) -> dict[str, Any]:
+    row = worker.to_json()
+    node = worker.name.rpartition("@")[2]
+    row["node"] = node
+    return row
