@@ -103,7 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("models", help="prepare or list the local speech models")
     p.add_argument("action", choices=["prepare", "list"])
-    p.add_argument("names", nargs="*", help="model names (default: all)")
+    p.add_argument("names", nargs="*", help="model names (default: the default tier)")
+    p.add_argument(
+        "--tier",
+        choices=["default", "quality"],
+        help="prepare a tier: default (whisper tiny.en, piper joe) or quality (multilingual"
+        " whisper base, Kokoro v1.0 with English and Chinese voices)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_models)
 
