@@ -14,6 +14,7 @@ from typing import Any
 
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import MediaKind, StoredBlob
+from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.results import processor_version
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.vision import ProviderKind, VisionConfig
@@ -45,8 +46,22 @@ def vision_config(settings: Settings) -> VisionConfig:
     )
 
 
-def stt_config(settings: Settings) -> SttConfig:
-    model_dir = settings.stt.model_dir or settings.models_root / STT_DEFAULT
+def _stt_language(model_dir: Path, language: str) -> str:
+    """The configured language, else "en" for English-only models and "" (detect) for others."""
+    if language:
+        return language
+    for name in ("encoder.int8.onnx", "encoder.onnx"):
+        try:
+            meta = read_onnx_metadata(model_dir / name)
+        except ConfigError:
+            continue
+        return "" if meta.get("is_multilingual", "0") != "0" else "en"
+    return "en"
+
+
+def stt_config(settings: Settings, language: str | None = None) -> SttConfig:
+    """``language``: a request's own choice, over the settings'."""
+    model_dir = settings.stt.model_dir or settings.models_root / settings.stt.model
     vad = settings.stt.vad_model or settings.models_root / VAD_DEFAULT / "silero_vad.onnx"
     if settings.stt.vad_model is not None and not vad.exists():
         raise ConfigError(f"MCP_MEDIA_STT__VAD_MODEL {vad} does not exist")
@@ -54,15 +69,43 @@ def stt_config(settings: Settings) -> SttConfig:
         model_dir=model_dir,
         vad_model=vad if vad.exists() else None,
         threads=settings.stt.threads,
+        language=_stt_language(model_dir, language or settings.stt.language),
         max_seconds=settings.stt.max_seconds,
         max_bytes=settings.max_blob_bytes,
     )
 
 
-def tts_config(settings: Settings) -> TtsConfig:
+def _voice_names(catalogue: Path) -> set[str]:
+    try:
+        return {str(v["name"]) for v in json.loads(catalogue.read_text(encoding="utf-8"))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def tts_model(settings: Settings, voice: str | None = None) -> tuple[Path, str]:
+    """(model folder, voice name within it or "") for a voice or model name."""
+    name = voice or settings.tts.voice
+    if settings.tts.model_dir is not None:
+        folder = settings.tts.model_dir
+        return folder, voice or (name if name in _voice_names(folder / "voices.json") else "")
+    root = settings.models_root
+    if (root / name).is_dir():
+        return root / name, ""
+    for catalogue in sorted(root.glob("*/voices.json")):
+        if name in _voice_names(catalogue):
+            return catalogue.parent, name
+    raise ConfigError(
+        f"no voice or model {name!r} under {root}: prepare it with"
+        " `mcp-media models prepare --tier quality`, or see `mcp-media models list`"
+    )
+
+
+def tts_config(settings: Settings, voice: str | None = None) -> TtsConfig:
     ts = settings.tts
+    model_dir, speaker = tts_model(settings, voice)
     return TtsConfig(
-        model_dir=ts.model_dir or settings.models_root / ts.voice,
+        model_dir=model_dir,
+        voice=speaker,
         threads=ts.threads,
         speed=ts.speed,
         max_chars=ts.max_chars,
