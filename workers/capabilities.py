@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pipelines.media import Capability, MediaKind
 from workers.configs import stt_version, tts_version, vision_version
@@ -24,6 +25,13 @@ class CapabilitySpec:
     input_kind: MediaKind
     pool: str  # `threads` for I/O-bound work, `prefork` for CPU-bound models
     version: Callable[[Settings], str]
+    # The version of a job whose parameters change the output (STT's `language`).
+    request_version: Callable[[Settings, Mapping[str, Any]], str] | None = None
+
+    def version_for(self, settings: Settings, params: Mapping[str, Any] | None = None) -> str:
+        if params and self.request_version is not None:
+            return self.request_version(settings, params)
+        return self.version(settings)
 
     def time_limits(self, settings: Settings, input_bytes: int) -> tuple[float, float]:
         """(soft, hard) seconds: a fast tier for vision, a tier scaled by size for speech."""
@@ -57,6 +65,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             input_kind=MediaKind.AUDIO,
             pool="prefork",
             version=stt_version,
+            request_version=stt_version,
         ),
         CapabilitySpec(
             capability=Capability.AUDIO_SYNTHESIZE,

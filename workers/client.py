@@ -65,13 +65,17 @@ class MediaClient:
         self.store.close()
         self.app.close()
 
-    def version(self, capability: Capability) -> str:
+    def version(self, capability: Capability, params: Mapping[str, Any] | None = None) -> str:
+        if params and params.get("language"):  # a request's own language: its own version
+            return CAPABILITIES[capability].version_for(self.settings, params)
         if capability not in self._versions:
             self._versions[capability] = CAPABILITIES[capability].version(self.settings)
         return self._versions[capability]
 
-    def key(self, capability: Capability, sha256: str) -> ResultKey:
-        return ResultKey(capability, self.version(capability), sha256)
+    def key(
+        self, capability: Capability, sha256: str, params: Mapping[str, Any] | None = None
+    ) -> ResultKey:
+        return ResultKey(capability, self.version(capability, params), sha256)
 
     def submit(
         self,
@@ -99,7 +103,7 @@ class MediaClient:
         force: bool = False,
     ) -> JobHandle:
         spec = CAPABILITIES[capability]
-        key = self.key(capability, sha256)
+        key = self.key(capability, sha256, params)
         existing = self.store.get(key)
         if settled(existing, force=force):
             assert existing is not None

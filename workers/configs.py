@@ -138,8 +138,9 @@ def vision_version(settings: Settings) -> str:
     return vision_processor_version(vision_config(settings))
 
 
-def stt_version(settings: Settings) -> str:
-    config = stt_config(settings)
+def stt_version(settings: Settings, params: Mapping[str, Any] | None = None) -> str:
+    """A request's own ``language`` changes the output, so it is part of the version."""
+    config = stt_config(settings, request_language(params))
     return processor_version(
         "stt",
         1,
@@ -153,14 +154,25 @@ def stt_version(settings: Settings) -> str:
     )
 
 
-def tts_version(settings: Settings) -> str:
+def request_language(params: Mapping[str, Any] | None) -> str | None:
+    language = (params or {}).get("language")
+    if language is None or language == "":
+        return None
+    if not isinstance(language, str) or not language.replace("-", "").isalpha():
+        raise PermanentError(f"language {language!r} is not a language code such as en or zh")
+    return language.lower()
+
+
+def tts_version(settings: Settings, params: Mapping[str, Any] | None = None) -> str:
+    """The voice is not in it: every synthesis request carries its voice in its content
+    (the key's sha256), and one loaded model serves all of its voices."""
     config = tts_config(settings)
     return processor_version(
         "tts",
         1,
         _model_fingerprint(config.model_dir),
-        config.voice,
-        config.speaker_id,
+        "",  # was the espeak voice override, always "" here: kept so keys do not move
+        0,  # was the speaker id, likewise
         config.noise_scale,
         config.noise_scale_w,
         config.sentence_pause_s,
@@ -168,14 +180,18 @@ def tts_version(settings: Settings) -> str:
 
 
 def synthesis_request(
-    text: str, settings: Settings, fmt: str | None = None, speed: float | None = None
+    text: str,
+    settings: Settings,
+    fmt: str | None = None,
+    speed: float | None = None,
+    voice: str | None = None,
 ) -> dict[str, Any]:
     """The parameters of one TTS job; their hash is the job's content key."""
     if fmt not in (None, *SPEECH_FORMATS):
         raise PermanentError(f"unknown audio format {fmt!r}: use ogg or wav")
     return {
         "text": text,
-        "voice": settings.tts.voice,
+        "voice": voice or settings.tts.voice,
         "speed": speed if speed is not None else settings.tts.speed,
         "format": fmt or settings.tts.format,
     }

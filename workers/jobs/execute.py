@@ -136,7 +136,7 @@ def execute(
     if settled(existing, job.job_id, job.force):
         assert existing is not None
         return existing  # finished before, or a stale redelivery of finished work
-    own_version = resources.version(spec)
+    own_version = resources.version(spec, job.params)
     if job.key.version != own_version:
         return _record(
             store,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipelines.vision import VisionProvider, make_provider
@@ -33,12 +34,14 @@ class Resources:
                 self._engines[name] = build()
             return self._engines[name]
 
-    def version(self, spec: CapabilitySpec) -> str:
-        """This process's processor version for a capability (computed once)."""
-        name = f"version:{spec.task_name}"
+    def version(self, spec: CapabilitySpec, params: Mapping[str, Any] | None = None) -> str:
+        """This process's processor version for a capability and a job's parameters (each
+        computed once)."""
+        language = (params or {}).get("language") or ""
+        name = f"version:{spec.task_name}:{language}"
         with self._lock:
             if name not in self._engines:
-                self._engines[name] = spec.version(self.settings)
+                self._engines[name] = spec.version_for(self.settings, params)
             value: str = self._engines[name]
             return value
 

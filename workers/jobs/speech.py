@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from pipelines.results import StageOutcome, Status
 from pipelines.speech.stt import Transcriber, load_transcriber, load_vad, transcribe
 from pipelines.speech.tts import TextToSpeech, load_tts
 from pipelines.speech.vad import SpeechDetector
-from workers.configs import SPEECH_FORMATS, stt_config, tts_config
+from workers.configs import SPEECH_FORMATS, request_language, stt_config, tts_config, tts_model
 from workers.settings import Settings
 
 
@@ -28,12 +28,16 @@ def build_synthesizer(settings: Settings) -> TextToSpeech:
 
 
 def run_transcribe(
-    engines: tuple[Transcriber, SpeechDetector | None], settings: Settings, path: Path
+    engines: tuple[Transcriber, SpeechDetector | None],
+    settings: Settings,
+    path: Path,
+    params: Mapping[str, Any] | None = None,
 ) -> StageOutcome:
     transcriber, detector = engines
     if detector is not None:
         detector.reset()
-    transcript = transcribe(path, transcriber, stt_config(settings), detector)
+    config = stt_config(settings, request_language(params))
+    transcript = transcribe(path, transcriber, config, detector)
     return StageOutcome(Status.DONE, transcript.to_dict())
 
 
@@ -56,8 +60,19 @@ def run_synthesize(tts: TextToSpeech, settings: Settings, path: Path) -> StageOu
     speed = float(params.get("speed", settings.tts.speed))
     if not 0.2 < speed <= 4.0:
         raise PermanentError(f"speed {speed} is outside 0.2-4.0")
-    if speed != tts.config.speed:  # same loaded voice, another pace
-        tts = TextToSpeech(tts.synthesizer, tts.phonemizer, replace(tts.config, speed=speed))
+    voice = params.get("voice")
+    if voice is not None and not isinstance(voice, str):
+        raise PermanentError(f"voice {voice!r} is not a voice name")
+    if voice and voice != settings.tts.voice:
+        folder, speaker = tts_model(settings, voice)
+        if folder != tts.config.model_dir:
+            raise PermanentError(
+                f"voice {voice!r} is in {folder.name}; this worker runs {tts.config.model_dir.name}"
+            )
+        voice = speaker
+    else:
+        voice = None
+    tts = tts.for_voice(voice, speed)  # same loaded model: another voice, another pace
     scratch = settings.home / "tmp"
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = scratch / f"speech-{secrets.token_hex(8)}.{fmt}"

@@ -46,8 +46,10 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
             store.release_slot(VISION_SLOT, token)
 
 
-def transcribe(resources: Resources, path: Path) -> StageOutcome:
-    return run_transcribe(resources.transcriber(), resources.settings, path)
+def transcribe(
+    resources: Resources, path: Path, params: Mapping[str, Any] | None = None
+) -> StageOutcome:
+    return run_transcribe(resources.transcriber(), resources.settings, path, params)
 
 
 def synthesize(resources: Resources, path: Path) -> StageOutcome:
@@ -120,7 +122,7 @@ RUNNERS: Mapping[Capability, Runner] = {
         probe=probe_vision,
     ),
     Capability.AUDIO_TRANSCRIBE: Runner(
-        stage=lambda res, path, params: transcribe(res, path),
+        stage=transcribe,
         load=lambda res: res.transcriber(),
         probe=probe_stt,
     ),
