@@ -31,6 +31,7 @@ _EN_FIXES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (' z(?=[;:,.!?¡¿—…"«»“” ]|$)', "z"),
     )
 )
+_ESPEAK_VOICES = {"en-gb": "en"}
 _HAN_OR_NOT = re.compile(r"[\u4e00-\u9fff]+|[^\u4e00-\u9fff]+")
 _LATIN = re.compile(r"[A-Za-z]")
 _ZH_PUNCT = str.maketrans(
@@ -65,10 +66,11 @@ def _keep(vocab: Iterable[str]) -> Callable[[str], str]:
 class KokoroEnglish:
     """`Phonemizer` for Kokoro's English voices (``en-us`` or ``en-gb``)."""
 
-    def __init__(self, vocab: Iterable[str], voice: str = "en-us") -> None:
-        self._espeak = EspeakPhonemizer(voice)
+    def __init__(self, vocab: Iterable[str], language: str = "en-us") -> None:
+        # espeak-ng names British English "en" (it has no voice called en-gb).
+        self._espeak = EspeakPhonemizer(_ESPEAK_VOICES.get(language, language))
         self._keep = _keep(vocab)
-        self._american = voice == "en-us"
+        self._american = language == "en-us"
 
     def phonemize(self, text: str) -> list[str]:
         out = []
