@@ -142,7 +142,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     from workers.provisioning import models
 
     if args.action == "prepare":
-        infos = models.prepare(settings.home, args.names or None, tier=args.tier, log=_log_line)
+        names = [*args.names, *(n for tier in args.tier or () for n in models.tier_models(tier))]
+        infos = models.prepare(settings.home, names or None, log=_log_line)
     else:
         infos = models.list_models(settings.home)
     if args.json:

@@ -115,8 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tier",
         choices=["default", "quality"],
-        help="prepare a tier: default (whisper tiny.en, piper joe) or quality (multilingual"
-        " whisper base, Kokoro v1.0 with English and Chinese voices)",
+        action="append",
+        help="prepare a tier (repeatable): default (whisper tiny.en, piper joe) or quality"
+        " (multilingual whisper base, Kokoro v1.0 with English and Chinese voices)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_models)
