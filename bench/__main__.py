@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 
-from bench import ingest, jobs, mcp, results, speech, text
+from bench import ingest, jobs, mcp, quality, results, speech, text
 
 SUITES = {
     "ingest": ingest.run,
@@ -18,6 +18,7 @@ SUITES = {
     "speech": speech.run,
     "mcp": mcp.run,
     "text": text.run,
+    "quality": quality.run,
 }
 
 
