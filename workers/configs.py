@@ -82,8 +82,14 @@ def _voice_names(catalogue: Path) -> set[str]:
         return set()
 
 
-def tts_model(settings: Settings, voice: str | None = None) -> tuple[Path, str]:
-    """(model folder, voice name within it or "") for a voice or model name."""
+def tts_model(
+    settings: Settings, voice: str | None = None, *, strict: bool = False
+) -> tuple[Path, str]:
+    """(model folder, voice name within it or "") for a voice or model name.
+
+    A name nothing under ``models/`` knows is taken as a folder still to be prepared (the
+    versions of a client without models stay computable); ``strict`` refuses it instead.
+    """
     name = voice or settings.tts.voice
     if settings.tts.model_dir is not None:
         folder = settings.tts.model_dir
@@ -94,6 +100,8 @@ def tts_model(settings: Settings, voice: str | None = None) -> tuple[Path, str]:
     for catalogue in sorted(root.glob("*/voices.json")):
         if name in _voice_names(catalogue):
             return catalogue.parent, name
+    if not strict:
+        return root / name, ""
     raise ConfigError(
         f"no voice or model {name!r} under {root}: prepare it with"
         " `mcp-media models prepare --tier quality`, or see `mcp-media models list`"

@@ -132,6 +132,10 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
     # line, before anything is stored or enqueued (the worker checks again).
     prepare(text, settings.tts.max_chars)
     if args.voice:
+        from workers.configs import tts_model
+
+        if settings.models_root.is_dir():  # a client without models leaves it to the worker
+            tts_model(settings, args.voice, strict=True)  # an unknown voice: one line, here
         settings.tts.voice = args.voice
     if args.stream:
         from workers.cli.streaming import speak_stream

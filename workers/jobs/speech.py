@@ -64,7 +64,7 @@ def run_synthesize(tts: TextToSpeech, settings: Settings, path: Path) -> StageOu
     if voice is not None and not isinstance(voice, str):
         raise PermanentError(f"voice {voice!r} is not a voice name")
     if voice and voice != settings.tts.voice:
-        folder, speaker = tts_model(settings, voice)
+        folder, speaker = tts_model(settings, voice, strict=True)
         if folder != tts.config.model_dir:
             raise PermanentError(
                 f"voice {voice!r} is in {folder.name}; this worker runs {tts.config.model_dir.name}"
