@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[all]'
 	touch $(STAMP)
 
+# Both tiers in one call: the whisper conversion venv is built once for both.
 models: $(STAMP)
-	$(BIN)/mcp-media models prepare
+	$(BIN)/mcp-media models prepare --tier default --tier quality
 
 run: $(STAMP)
 	$(BIN)/mcp-media demo
@@ -55,7 +56,9 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[all,bench]'
 	touch $(BENCH_STAMP)
 
+# The quality suite's second voice is espeak-ng (Debian's package), installed when missing.
 bench: $(BENCH_STAMP)
+	command -v espeak-ng >/dev/null || (apt-get update -q && apt-get install -y -q espeak-ng)
 	$(BIN)/python -m bench
 
 clean:

@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 
-from bench import api, ingest, jobs, mcp, results, speech, text
+from bench import api, ingest, jobs, mcp, quality, results, speech, text
 
 SUITES = {
     "ingest": ingest.run,
@@ -19,6 +19,7 @@ SUITES = {
     "mcp": mcp.run,
     "text": text.run,
     "api": api.run,
+    "quality": quality.run,
 }
 
 

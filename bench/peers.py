@@ -16,9 +16,9 @@ from __future__ import annotations
 import importlib.resources
 import json
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
+from tests.support.scoring import edit_distance
 from workers.provisioning.models import PIPER_JOE, WHISPER_TINY_EN
 
 _EXTRA = "the bench peers are missing: install them with pip install -e '.[bench]'"
@@ -130,13 +130,4 @@ def words(text: str) -> list[str]:
 def wer(reference: str, hypothesis: str) -> float:
     """Word error rate (substitutions + deletions + insertions) / reference words."""
     ref, hyp = words(reference), words(hypothesis)
-    return _distance(ref, hyp) / max(len(ref), 1)
-
-
-def _distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, start=1):
-        diagonal, row[0] = row[0], i
-        for j, h in enumerate(hyp, start=1):
-            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (r != h))
-    return row[-1]
+    return edit_distance(ref, hyp) / max(len(ref), 1)

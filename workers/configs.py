@@ -15,6 +15,7 @@ from typing import Any
 
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import MediaKind, StoredBlob
+from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.results import processor_version
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.vision import ProviderKind, VisionConfig
@@ -25,8 +26,6 @@ STT_DEFAULT = "whisper-tiny.en"
 VAD_DEFAULT = "silero-vad"
 # `pipelines.speech.encode.FORMATS`, named here without importing PyAV.
 SPEECH_FORMATS = ("ogg", "wav", "mp3", "aac", "flac", "pcm")
-# Per-job STT options that change the transcript, with the value that changes nothing.
-STT_OPTIONS = {"language": "en", "task": "transcribe"}
 
 
 def vision_config(settings: Settings) -> VisionConfig:
@@ -49,8 +48,22 @@ def vision_config(settings: Settings) -> VisionConfig:
     )
 
 
+def _stt_language(model_dir: Path, language: str) -> str:
+    """The configured language, else "en" for English-only models and "" (detect) for others."""
+    if language:
+        return language
+    for name in ("encoder.int8.onnx", "encoder.onnx"):
+        try:
+            meta = read_onnx_metadata(model_dir / name)
+        except ConfigError:
+            continue
+        return "" if meta.get("is_multilingual", "0") != "0" else "en"
+    return "en"
+
+
 def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> SttConfig:
-    model_dir = settings.stt.model_dir or settings.models_root / STT_DEFAULT
+    """`options`: a job's own choices (`stt_options`), over the settings'."""
+    model_dir = settings.stt.model_dir or settings.models_root / settings.stt.model
     vad = settings.stt.vad_model or settings.models_root / VAD_DEFAULT / "silero_vad.onnx"
     if settings.stt.vad_model is not None and not vad.exists():
         raise ConfigError(f"MCP_MEDIA_STT__VAD_MODEL {vad} does not exist")
@@ -58,6 +71,7 @@ def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> 
         model_dir=model_dir,
         vad_model=vad if vad.exists() else None,
         threads=settings.stt.threads,
+        language=_stt_language(model_dir, settings.stt.language),
         max_seconds=settings.stt.max_seconds,
         max_bytes=settings.max_blob_bytes,
     )
@@ -69,10 +83,45 @@ def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> 
     )
 
 
-def tts_config(settings: Settings) -> TtsConfig:
+def _voice_names(catalogue: Path) -> set[str]:
+    try:
+        return {str(v["name"]) for v in json.loads(catalogue.read_text(encoding="utf-8"))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def tts_model(
+    settings: Settings, voice: str | None = None, *, strict: bool = False
+) -> tuple[Path, str]:
+    """(model folder, voice name within it or "") for a voice or model name.
+
+    A name nothing under ``models/`` knows is taken as a folder still to be prepared (the
+    versions of a client without models stay computable); ``strict`` refuses it instead.
+    """
+    name = voice or settings.tts.voice
+    if settings.tts.model_dir is not None:
+        folder = settings.tts.model_dir
+        return folder, voice or (name if name in _voice_names(folder / "voices.json") else "")
+    root = settings.models_root
+    if (root / name).is_dir():
+        return root / name, ""
+    for catalogue in sorted(root.glob("*/voices.json")):
+        if name in _voice_names(catalogue):
+            return catalogue.parent, name
+    if not strict:
+        return root / name, ""
+    raise ConfigError(
+        f"no voice or model {name!r} under {root}: prepare it with"
+        " `mcp-media models prepare --tier quality`, or see `mcp-media models list`"
+    )
+
+
+def tts_config(settings: Settings, voice: str | None = None) -> TtsConfig:
     ts = settings.tts
+    model_dir, speaker = tts_model(settings, voice)
     return TtsConfig(
-        model_dir=ts.model_dir or settings.models_root / ts.voice,
+        model_dir=model_dir,
+        voice=speaker,
         threads=ts.threads,
         speed=ts.speed,
         max_chars=ts.max_chars,
@@ -106,16 +155,33 @@ def vision_version(settings: Settings) -> str:
 
 
 def stt_options(params: Mapping[str, Any] | None) -> dict[str, str]:
-    """The job's STT options that differ from what the worker does by default."""
+    """The job's STT options that differ from what the worker does by default: a language
+    code (checked) and `task` when it is not a plain transcription."""
     given = params or {}
-    return {
-        name: str(given[name])
-        for name, default in STT_OPTIONS.items()
-        if given.get(name) not in (None, default)
-    }
+    options: dict[str, str] = {}
+    language = request_language(given)
+    if language:
+        options["language"] = language
+    task = given.get("task")
+    if task not in (None, "", "transcribe"):
+        if task != "translate":
+            raise PermanentError(f"task {task!r} is not transcribe or translate")
+        options["task"] = "translate"
+    return options
+
+
+def request_language(params: Mapping[str, Any] | None) -> str | None:
+    language = (params or {}).get("language")
+    if language is None or language == "":
+        return None
+    if not isinstance(language, str) or not language.replace("-", "").isalpha():
+        raise PermanentError(f"language {language!r} is not a language code such as en or zh")
+    return language.lower()
 
 
 def stt_version(settings: Settings, params: Mapping[str, Any] | None = None) -> str:
+    """A job's own options change the output, so they are part of its version; a language
+    the model uses anyway (en on an English-only model) is not."""
     config = stt_config(settings)
     options = stt_options(params)
     if options.get("language") == config.language:
@@ -136,15 +202,15 @@ def stt_version(settings: Settings, params: Mapping[str, Any] | None = None) -> 
 
 
 def tts_version(settings: Settings, params: Mapping[str, Any] | None = None) -> str:
-    # The job's own options (voice, speed, format) are in its request document, whose
-    # sha256 is the job's content key: they need no place in the version.
+    """The voice is not in it: every synthesis request carries its voice in its content
+    (the key's sha256), and one loaded model serves all of its voices."""
     config = tts_config(settings)
     return processor_version(
         "tts",
         1,
         _model_fingerprint(config.model_dir),
-        config.voice,
-        config.speaker_id,
+        "",  # was the espeak voice override, always "" here: kept so keys do not move
+        0,  # was the speaker id, likewise
         config.noise_scale,
         config.noise_scale_w,
         config.sentence_pause_s,

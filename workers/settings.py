@@ -101,12 +101,16 @@ class SpeechSettings(BaseModel):
 
 
 class SttSettings(SpeechSettings):
+    model: str = "whisper-tiny.en"  # folder under <home>/models (model_dir overrides it)
+    language: str = ""  # "": English for .en models, detected by multilingual ones
     max_seconds: float = Field(default=7200.0, gt=0)
     vad_model: Path | None = None  # default: <home>/models/silero-vad/silero_vad.onnx
 
 
 class TtsSettings(SpeechSettings):
     max_chars: int = Field(default=20000, ge=1)
+    # A model folder under <home>/models (piper, or Kokoro with its first voice), or a voice
+    # of a Kokoro folder there (af_heart, zf_xiaobei, ...).
     voice: str = "piper-en_US-joe-medium"
     speed: float = Field(default=1.0, gt=0.2, le=4.0)
     format: Literal["ogg", "wav"] = "ogg"

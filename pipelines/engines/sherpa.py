@@ -1,4 +1,4 @@
-"""sherpa-onnx adapters: whisper recognizer, silero VAD, VITS/piper synthesizer.
+"""sherpa-onnx adapters: whisper recognizer, silero VAD, VITS/piper and Kokoro synthesizers.
 
 The only module that imports `sherpa_onnx`. Constructors load models (seconds, hundreds of
 MB); call them once per worker process after fork. Callers validate model folders first
@@ -32,7 +32,10 @@ class SherpaWhisper:
         language: str = "en",
         task: str = "transcribe",
         tail_padding_frames: int = -1,
+        multilingual: bool = False,
     ) -> None:
+        self.multilingual = multilingual
+        self._language = language
         # sherpa appends `tail_paddings` silent 10 ms frames (-1: its default, 1000) so
         # whisper finds the end of text; the encoder then runs on audio + padding.
         self._recognizer = sherpa_onnx.OfflineRecognizer.from_whisper(
@@ -46,10 +49,25 @@ class SherpaWhisper:
         )
 
     def transcribe(self, samples: Samples) -> str:
+        return self.recognise(samples, self._language)[0]
+
+    def recognise(self, samples: Samples, language: str = "") -> tuple[str, str]:
+        """(text, language code). A multilingual model detects the language when given "".
+
+        The language is part of the recognizer's config: set it per call (a worker process
+        runs one job at a time, so no other call sees it change).
+        """
+        if self.multilingual and language != self._language:
+            config = self._recognizer.config
+            config.model_config.whisper.language = language
+            self._recognizer.recognizer.set_config(config)
+            self._language = language
         stream = self._recognizer.create_stream()
         stream.accept_waveform(self.sample_rate, samples)
         self._recognizer.decode_stream(stream)
-        return str(stream.result.text).strip()
+        result = stream.result
+        detected = str(getattr(result, "lang", "") or "").strip("<|>").lower()
+        return str(result.text).strip(), detected or language or "en"
 
 
 class SherpaSileroVad:
@@ -107,6 +125,20 @@ class SherpaSileroVad:
         return out
 
 
+def _generate(
+    tts: sherpa_onnx.OfflineTts, phonemes: Sequence[str], speaker_id: int, speed: float
+) -> Samples:
+    gen = sherpa_onnx.GenerationConfig()
+    gen.sid = speaker_id
+    gen.speed = speed
+    codepoints = [[ord(ch) for ch in part] for part in phonemes if part]
+    if not codepoints:
+        return np.zeros(0, dtype=np.float32)
+    gen.phoneme_codepoints = codepoints
+    audio = tts.generate("", gen)
+    return np.asarray(audio.samples, dtype=np.float32)
+
+
 class SherpaVits:
     """`Synthesizer` over `OfflineTts` for a piper/VITS voice, phonemes supplied by caller.
 
@@ -141,12 +173,27 @@ class SherpaVits:
         self, phonemes: Sequence[str], speaker_id: int = 0, speed: float = 1.0
     ) -> Samples:
         """Audio for one sentence given as phoneme strings (one per espeak clause)."""
-        gen = sherpa_onnx.GenerationConfig()
-        gen.sid = speaker_id
-        gen.speed = speed
-        codepoints = [[ord(ch) for ch in part] for part in phonemes if part]
-        if not codepoints:
-            return np.zeros(0, dtype=np.float32)
-        gen.phoneme_codepoints = codepoints
-        audio = self._tts.generate("", gen)
-        return np.asarray(audio.samples, dtype=np.float32)
+        return _generate(self._tts, phonemes, speaker_id, speed)
+
+
+class SherpaKokoro:
+    """`Synthesizer` over `OfflineTts` for a Kokoro v1.0 folder, phonemes supplied by caller.
+
+    One model speaks every voice in ``voices.bin``; the speaker id picks the voice.
+    """
+
+    def __init__(self, model: Path, voices: Path, tokens: Path, threads: int = 1) -> None:
+        kokoro = sherpa_onnx.OfflineTtsKokoroModelConfig(
+            model=str(model), voices=str(voices), tokens=str(tokens)
+        )
+        config = sherpa_onnx.OfflineTtsConfig(
+            model=sherpa_onnx.OfflineTtsModelConfig(kokoro=kokoro, num_threads=threads),
+            max_num_sentences=1,
+        )
+        self._tts = sherpa_onnx.OfflineTts(config)
+        self.sample_rate = int(self._tts.sample_rate)
+
+    def synthesize(
+        self, phonemes: Sequence[str], speaker_id: int = 0, speed: float = 1.0
+    ) -> Samples:
+        return _generate(self._tts, phonemes, speaker_id, speed)

@@ -24,7 +24,8 @@ class SttConfig:
     model_dir: Path
     vad_model: Path | None = None  # silero_vad.onnx or its folder; None: cut at quiet points
     threads: int = 1
-    language: str = "en"
+    # "" : the model's own ("en" for English-only models, detected for multilingual ones).
+    language: str = ""
     task: str = "transcribe"  # or "translate" (to English; multilingual models only)
     max_seconds: float = 7200.0
     max_bytes: int = 512 * 1024 * 1024
@@ -47,8 +48,11 @@ class SttConfig:
 class TtsConfig:
     model_dir: Path
     threads: int = 1
-    voice: str = ""  # espeak voice; "" takes the model's own (metadata or .onnx.json)
+    # piper: the espeak voice ("" takes the model's own, from metadata or .onnx.json);
+    # Kokoro: a voice name of the folder's voices.json ("" takes its first voice).
+    voice: str = ""
     speaker_id: int = 0
+    language: str = ""  # set from the voice when loaded: en-us, en-gb, zh
     speed: float = 1.0
     noise_scale: float = 0.667  # 0 and 0: deterministic, bit-identical output
     noise_scale_w: float = 0.8

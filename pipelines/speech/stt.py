@@ -77,6 +77,10 @@ class Transcriber(Protocol):
 
     def transcribe(self, samples: Samples) -> str: ...
 
+    def recognise(self, samples: Samples, language: str = "") -> tuple[str, str]:
+        """(text, language code); "" lets a multilingual model detect the language."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class WhisperFiles:
@@ -150,9 +154,10 @@ def load_transcriber(config: SttConfig) -> Transcriber:
         files.decoder,
         files.tokens,
         config.threads,
-        config.language or "en",
+        config.language if files.multilingual else "en",
         task=config.task,
         tail_padding_frames=max(1, round(config.tail_padding_s * 100)),
+        multilingual=files.multilingual,
     )
 
 
@@ -204,11 +209,16 @@ def transcribe(
         silence = np.zeros(0, np.float32)
     del head
     segments: list[Segment] = []
+    # Given, or detected on the first chunk with speech and kept for the rest: one language
+    # per transcript, so a quiet chunk cannot flip a Chinese note into English.
+    language = config.language
     for chunk in chunks:
         samples = np.concatenate([chunk.samples, silence]) if silence.size else chunk.samples
-        text = _clean(transcriber.transcribe(samples))
+        raw, heard = transcriber.recognise(samples, language)
+        text = _clean(raw)
         said = Segment(round(chunk.start_s, 3), round(chunk.end_s, 3), text) if text else None
         if said is not None:
+            language = language or heard
             segments.append(said)
         if checkpoint is not None:
             elapsed = time.perf_counter() - started
@@ -216,7 +226,7 @@ def transcribe(
     return Transcript(
         text=" ".join(s.text for s in segments),
         segments=tuple(segments),
-        language=config.language or "en",
+        language=language or "en",
         duration_s=counter.samples / rate,
         processing_s=time.perf_counter() - started,
         note=None if segments else NO_SPEECH_NOTE,

@@ -1,4 +1,8 @@
-"""Text to speech: text -> normalised sentences -> phonemes -> a piper (VITS) voice.
+"""Text to speech: text -> normalised sentences -> phonemes -> a piper (VITS) or Kokoro voice.
+
+A Kokoro folder holds several voices (``voices.json``: name, language, speaker id) on one
+model; `TextToSpeech.for_voice` switches voice per request without loading anything again.
+Chinese voices get Chinese text rules (`text_zh`), the others the English ones.
 
 Sentences are synthesised one at a time, so `TextToSpeech.stream` hands out the first
 sentence's audio while the rest is still to come, and memory follows one sentence. Audio
@@ -10,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -21,11 +25,13 @@ from pipelines.errors import ConfigError, PermanentError
 from pipelines.speech.config import TtsConfig
 from pipelines.speech.encode import SpeechFile
 from pipelines.speech.text import prepare
+from pipelines.speech.text_zh import prepare_zh
 
 Samples = NDArray[np.float32]
 
 # VITS metadata sherpa-onnx reads without a default: a missing one ends the process.
 _VITS_KEYS = ("sample_rate", "n_speakers", "language", "comment")
+_KOKORO_KEYS = ("model_type", "sample_rate", "n_speakers", "has_espeak", "style_dim")
 _SILENT_PEAK = 0.02  # speech from these voices peaks near 0.5; unknown phonemes near 0.01
 
 
@@ -134,20 +140,147 @@ def _json_voice(path: Path) -> str:
         return ""
 
 
+@dataclass(frozen=True, slots=True)
+class KokoroVoice:
+    name: str
+    language: str
+    speaker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class KokoroFiles:
+    model: Path
+    voices: Path
+    tokens: Path
+    catalogue: tuple[KokoroVoice, ...]
+
+    def voice(self, name: str) -> KokoroVoice:
+        for voice in self.catalogue:
+            if voice.name == name:
+                return voice
+        known = ", ".join(v.name for v in self.catalogue)
+        raise VoiceError(f"no voice {name!r} in {self.model.parent.name} (voices: {known})")
+
+
+class VoiceError(PermanentError):
+    """A voice the loaded model does not have."""
+
+
+def is_kokoro_dir(model_dir: Path) -> bool:
+    return (model_dir / "voices.bin").is_file()
+
+
+def read_voice_catalogue(model_dir: Path) -> tuple[KokoroVoice, ...]:
+    """``voices.json`` of a Kokoro folder; ConfigError when missing or malformed."""
+    try:
+        data = json.loads((model_dir / "voices.json").read_text(encoding="utf-8"))
+        voices = tuple(
+            KokoroVoice(str(v["name"]), str(v["language"]), int(v["speaker_id"])) for v in data
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{model_dir}/voices.json is missing or malformed: {exc}") from exc
+    if not voices:
+        raise ConfigError(f"{model_dir}/voices.json lists no voice")
+    return voices
+
+
+def validate_kokoro_dir(model_dir: Path) -> KokoroFiles:
+    """Refuse, with a reason, a Kokoro folder sherpa-onnx would crash on."""
+    from pipelines.onnx_metadata import read_onnx_metadata
+
+    files = [model_dir / n for n in ("model.onnx", "voices.bin", "tokens.txt")]
+    for path in files:
+        if not path.is_file():
+            raise ConfigError(f"Kokoro folder {model_dir} has no {path.name}")
+    model, voices, tokens = files
+    meta = read_onnx_metadata(model)
+    missing = [k for k in _KOKORO_KEYS if not meta.get(k)]
+    if missing:
+        raise ConfigError(
+            f"{model} lacks Kokoro metadata {', '.join(missing)}: sherpa-onnx would abort the"
+            " process loading it"
+        )
+    n_speakers = _int_meta(meta, "n_speakers", model)
+    dims = [int(d) for d in meta["style_dim"].split(",") if d.strip().isdigit()]
+    if len(dims) != 3 or voices.stat().st_size != 4 * n_speakers * dims[0] * dims[2]:
+        raise ConfigError(f"{voices} does not hold {n_speakers} voices of {meta['style_dim']}")
+    _check_tokens(tokens)
+    catalogue = read_voice_catalogue(model_dir)
+    if any(not 0 <= v.speaker_id < n_speakers for v in catalogue):
+        raise ConfigError(f"{model_dir}/voices.json names a speaker beyond {n_speakers}")
+    return KokoroFiles(model, voices, tokens, catalogue)
+
+
+def _vocabulary(tokens: Path) -> list[str]:
+    return [line[0] for line in tokens.read_text(encoding="utf-8").splitlines() if line]
+
+
+@dataclass(slots=True)
+class _Voices:
+    """What `for_voice` needs to build another voice on the same loaded model."""
+
+    files: KokoroFiles
+    phonemizers: dict[str, Phonemizer] = field(default_factory=dict)
+
+    def phonemizer(self, language: str) -> Phonemizer:
+        if language not in self.phonemizers:
+            from pipelines.engines.kokoro_phonemes import KokoroChinese, KokoroEnglish
+
+            vocab = _vocabulary(self.files.tokens)
+            self.phonemizers[language] = (
+                KokoroChinese(vocab)
+                if language.startswith("zh")
+                else KokoroEnglish(vocab, language)
+            )
+        return self.phonemizers[language]
+
+
 class TextToSpeech:
     """A loaded voice with its phonemizer and settings; one per worker process."""
 
-    def __init__(self, synthesizer: Synthesizer, phonemizer: Phonemizer, config: TtsConfig):
+    def __init__(
+        self,
+        synthesizer: Synthesizer,
+        phonemizer: Phonemizer,
+        config: TtsConfig,
+        voices: _Voices | None = None,
+    ):
         self.synthesizer = synthesizer
         self.phonemizer = phonemizer
         self.config = config
+        self._voices = voices
 
     @property
     def sample_rate(self) -> int:
         return self.synthesizer.sample_rate
 
+    @property
+    def voice_names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self._voices.files.catalogue) if self._voices else ()
+
+    def for_voice(self, voice: str | None = None, speed: float | None = None) -> TextToSpeech:
+        """The same loaded model speaking another of its voices and/or at another pace."""
+        config = self.config if speed is None else replace(self.config, speed=speed)
+        if not voice or voice == self.config.voice:
+            return (
+                self
+                if config is self.config
+                else TextToSpeech(self.synthesizer, self.phonemizer, config, self._voices)
+            )
+        if self._voices is None:
+            raise VoiceError(f"{self.config.model_dir.name} has one voice; it has no {voice!r}")
+        chosen = self._voices.files.voice(voice)
+        config = replace(
+            config, voice=chosen.name, speaker_id=chosen.speaker_id, language=chosen.language
+        )
+        return TextToSpeech(
+            self.synthesizer, self._voices.phonemizer(chosen.language), config, self._voices
+        )
+
     def sentences(self, text: str) -> list[str]:
         """Raises `TextTooLongError` / `EmptyTextError` before any synthesis."""
+        if self.config.language.startswith("zh"):
+            return prepare_zh(text, self.config.max_chars, self.config.sentence_chars)
         return prepare(text, self.config.max_chars, self.config.sentence_chars)
 
     def speak_sentence(self, sentence: str) -> Samples:
@@ -221,6 +354,9 @@ def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToS
     """Validate, then load the voice (1-2 s, ~130 MB). Default phonemizer: espeak-ng."""
     from pipelines.engines.sherpa import SherpaVits
 
+    if is_kokoro_dir(config.model_dir):
+        return _load_kokoro(config, phonemizer)
+
     files = validate_model_dir(config.model_dir, config.voice, config.speaker_id)
     if phonemizer is None:
         from pipelines.engines.phonemizer import EspeakPhonemizer
@@ -236,3 +372,18 @@ def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToS
     if synthesizer.sample_rate != files.sample_rate:
         raise ConfigError(f"{files.model}: sherpa reports {synthesizer.sample_rate} Hz")
     return TextToSpeech(synthesizer, phonemizer, config)
+
+
+def _load_kokoro(config: TtsConfig, phonemizer: Phonemizer | None) -> TextToSpeech:
+    from pipelines.engines.sherpa import SherpaKokoro
+
+    files = validate_kokoro_dir(config.model_dir)
+    chosen = files.voice(config.voice) if config.voice else files.catalogue[0]
+    voices = _Voices(files)
+    synthesizer = SherpaKokoro(files.model, files.voices, files.tokens, threads=config.threads)
+    config = replace(
+        config, voice=chosen.name, speaker_id=chosen.speaker_id, language=chosen.language
+    )
+    return TextToSpeech(
+        synthesizer, phonemizer or voices.phonemizer(chosen.language), config, voices
+    )

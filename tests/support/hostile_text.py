@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SINGLE = (
     "\n \t\r#*_~`[]()!<>-|:.,;/\\@$€£%&=+'\"?^{}•–—−×…≈→±0159xaA"
     "\u200b\u200d\u202e\ufeff\U000e0041😀©°"
+    "年月日号点，。！？；：、％¥中"
 )
 PAIRED = "\n #*_~`[]()!<>-|.:@$1"
 UNITS = (
@@ -117,6 +118,19 @@ UNITS = (
     "in 1999 ",
     "2020-01-01 ",
     "007 ",
+    # Chinese numbers, dates, times, money, sentences
+    "2026年",
+    "12月2日",
+    "1月",
+    "2026-1-1",
+    "3:30",
+    "3：30",
+    "¥1,",
+    "￥1.5",
+    "12.5%",
+    "１２",
+    "中文，",
+    "中。",
     # abbreviations and symbols
     "Dr. ",
     "e.g.",
@@ -193,7 +207,7 @@ def inputs(size: int = SIZE) -> dict[str, str]:
 def _stages() -> dict[str, Callable[[str], object]]:
     from pipelines import names, render, vision
     from pipelines.blocks import ResourceLink
-    from pipelines.speech import stt, text
+    from pipelines.speech import stt, text, text_zh
 
     def link(value: str) -> str:
         block = ResourceLink(value, value, value, value, value, None)
@@ -205,6 +219,8 @@ def _stages() -> dict[str, Callable[[str], object]]:
         "text.prepare": text.prepare,
         "text.split_sentences": text.split_sentences,
         "text.number_text": lambda s: text.number_text(s) if s.isdecimal() else None,
+        "text_zh.prepare_zh": text_zh.prepare_zh,
+        "text_zh.split_sentences_zh": text_zh.split_sentences_zh,
         "stt.clean": stt._clean,
         "render.clean_text": render.clean_text,
         "render.one_line": render.one_line,

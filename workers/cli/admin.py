@@ -142,7 +142,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     from workers.provisioning import models
 
     if args.action == "prepare":
-        infos = models.prepare(settings.home, args.names or None, log=_log_line)
+        names = [*args.names, *(n for tier in args.tier or () for n in models.tier_models(tier))]
+        infos = models.prepare(settings.home, names or None, log=_log_line)
     else:
         infos = models.list_models(settings.home)
     if args.json:
@@ -153,6 +154,10 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
                 f"{info.name:24} {info.kind.value:4} {info.size_bytes / 1e6:7.1f} MB  "
                 f"{info.licence:12} {info.source}  {info.path}\n"
             )
+            if info.languages:
+                sys.stdout.write(f"{'':24} languages: {', '.join(info.languages)}\n")
+            for voice, language in info.voices:
+                sys.stdout.write(f"{'':24} voice {voice} ({language})\n")
     return 0
 
 

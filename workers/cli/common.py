@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,17 +109,21 @@ def connect_client(settings: Settings) -> MediaClient:
 
 
 def run_jobs(
-    args: argparse.Namespace, settings: Settings, jobs: Sequence[JobRequest], trace_id: str
+    args: argparse.Namespace,
+    settings: Settings,
+    jobs: Sequence[JobRequest],
+    trace_id: str,
+    params: Mapping[str, Any] | None = None,
 ) -> list[Any]:
     if not jobs:
         return []
     if getattr(args, "inline", False):
         from workers.jobs.inline import run_inline
 
-        return run_inline(settings, jobs, trace_id)
+        return run_inline(settings, jobs, trace_id, params=params)
     client = connect_client(settings)
     try:
-        handles = client.submit(jobs, trace_id=trace_id)
+        handles = client.submit(jobs, trace_id=trace_id, params=params)
         if args.wait:
             handles = _wait_served(client, handles, args.wait)
         return handles

@@ -48,12 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("transcribe", help="speech to text for one audio file")
     p.add_argument("file")
     p.add_argument("--format", choices=["text", "json", "srt", "vtt"], default="text")
+    p.add_argument(
+        "--language",
+        help="the spoken language (en, zh, ...); default: detected by a multilingual model",
+    )
     _job_flags(p)
     p.set_defaults(handler=cmd_transcribe)
 
     p = sub.add_parser("speak", help="text to speech (Ogg/Opus voice note or WAV)")
     p.add_argument("text", metavar="TEXT|-")
-    p.add_argument("--voice", help="voice model folder name under $MCP_MEDIA_HOME/models")
+    p.add_argument(
+        "--voice",
+        help="a voice (af_heart, zf_xiaobei, ... see `mcp-media models list`) or a voice"
+        " model folder under $MCP_MEDIA_HOME/models",
+    )
     p.add_argument("--format", choices=["ogg", "wav"])
     p.add_argument("--speed", type=float)
     p.add_argument(
@@ -104,7 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("models", help="prepare or list the local speech models")
     p.add_argument("action", choices=["prepare", "list"])
-    p.add_argument("names", nargs="*", help="model names (default: all)")
+    p.add_argument("names", nargs="*", help="model names (default: the default tier)")
+    p.add_argument(
+        "--tier",
+        choices=["default", "quality"],
+        action="append",
+        help="prepare a tier (repeatable): default (whisper tiny.en, piper joe) or quality"
+        " (multilingual whisper base, Kokoro v1.0 with English and Chinese voices)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_models)
 

@@ -94,7 +94,9 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
 
     stored = store_file(settings, Path(args.file), "audio")
     job = JobRequest(Capability.AUDIO_TRANSCRIBE, stored.sha256, stored.path)
-    (handle,) = run_jobs(args, settings, [job], args.trace_id or uuid.uuid4().hex[:16])
+    params = {"language": args.language} if args.language else None
+    trace_id = args.trace_id or uuid.uuid4().hex[:16]
+    (handle,) = run_jobs(args, settings, [job], trace_id, params)
     if args.json:
         print_json(_transcript_json(handle))
         return 0
@@ -130,12 +132,16 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
     # line, before anything is stored or enqueued (the worker checks again).
     prepare(text, settings.tts.max_chars)
     if args.voice:
+        from workers.configs import tts_model
+
+        if settings.models_root.is_dir():  # a client without models leaves it to the worker
+            tts_model(settings, args.voice, strict=True)  # an unknown voice: one line, here
         settings.tts.voice = args.voice
     if args.stream:
         from workers.cli.streaming import speak_stream
 
         return speak_stream(settings, text, args)
-    params = synthesis_request(text, settings, args.format, args.speed)
+    params = synthesis_request(text, settings, args.format, args.speed, args.voice)
     request = store_request(settings, params)
     job = JobRequest(Capability.AUDIO_SYNTHESIZE, request.sha256, request.path)
     if not args.inline and not args.wait:

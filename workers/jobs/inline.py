@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pipelines.media import JobRequest
 from pipelines.results import ResultKey
@@ -23,13 +24,14 @@ def run_inline(
     jobs: Sequence[JobRequest],
     trace_id: str,
     resources: Resources | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> list[JobHandle]:
     resources = resources or local_resources(settings)
     handles = []
     for request in jobs:
         spec = CAPABILITIES[request.capability]
-        key = ResultKey(request.capability, resources.version(spec), request.sha256)
-        job = Job(key, request.path, trace_id=trace_id, worker="inline")
+        key = ResultKey(request.capability, resources.version(spec, params), request.sha256)
+        job = Job(key, request.path, trace_id=trace_id, worker="inline", params=dict(params or {}))
         envelope = execute(resources, job)
         handles.append(JobHandle("inline", key, request.path, envelope.status, envelope))
     return handles

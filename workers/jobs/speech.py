@@ -17,7 +17,7 @@ from pipelines.sniff import Format
 from pipelines.speech.stt import Progress, Transcriber, load_transcriber, load_vad, transcribe
 from pipelines.speech.tts import TextToSpeech, load_tts
 from pipelines.speech.vad import SpeechDetector
-from workers.configs import SPEECH_FORMATS, stt_config, tts_config
+from workers.configs import SPEECH_FORMATS, stt_config, tts_config, tts_model
 from workers.settings import Settings
 
 # A voice is a folder name under the models root, never a path.
@@ -38,7 +38,7 @@ def build_synthesizer(settings: Settings, voice: str | None = None) -> TextToSpe
     if voice:
         if not _VOICE_NAME.fullmatch(voice) or ".." in voice:
             raise PermanentError(f"voice {voice!r} is not a voice folder name")
-        config = replace(config, model_dir=settings.models_root / voice)
+        config = replace(config, model_dir=settings.models_root / voice, voice="")
     return load_tts(config)
 
 
@@ -95,9 +95,16 @@ def run_synthesize(
     if not 0.2 < speed <= 4.0:
         raise PermanentError(f"speed {speed} is outside 0.2-4.0")
     voice = params.get("voice")
-    tts = voices(voice if isinstance(voice, str) else None)
-    if speed != tts.config.speed:  # same loaded voice, another pace
-        tts = TextToSpeech(tts.synthesizer, tts.phonemizer, replace(tts.config, speed=speed))
+    if voice is not None and not isinstance(voice, str):
+        raise PermanentError(f"voice {voice!r} is not a voice name")
+    folder_name = speaker = None
+    if voice and voice != settings.tts.voice:
+        # A voice folder, or one voice of a many-voice folder (Kokoro): the folder is
+        # loaded once per process, the voice is chosen per job.
+        folder, speaker = tts_model(settings, voice, strict=True)
+        if folder != tts_config(settings).model_dir:
+            folder_name = folder.name
+    tts = voices(folder_name).for_voice(speaker or None, speed)
     scratch = settings.home / "tmp"
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = scratch / f"speech-{secrets.token_hex(8)}.{fmt}"

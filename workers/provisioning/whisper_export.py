@@ -478,14 +478,16 @@ def check(model: Any, encoder_path: Path, decoder_path: Path, tolerance: float |
     return worst
 
 
-def write_tokens(dst: Path) -> int:
-    """sherpa's whisper tokens file: each ``<base64 bytes> <rank>`` line of gpt2.tiktoken."""
-    source = Path(whisper.__file__).with_name("assets") / "gpt2.tiktoken"
+def write_tokens(dst: Path, multilingual: bool) -> int:
+    """sherpa's whisper tokens file: each ``<base64 bytes> <rank>`` line of the vocabulary
+    (``gpt2.tiktoken`` for English-only models, ``multilingual.tiktoken`` for the others)."""
+    name = "multilingual.tiktoken" if multilingual else "gpt2.tiktoken"
+    source = Path(whisper.__file__).with_name("assets") / name
     lines = [line for line in source.read_text(encoding="ascii").splitlines() if line.strip()]
     for number, line in enumerate(lines):
         _token, rank = line.split()
         if int(rank) != number:
-            raise ConversionError(f"gpt2.tiktoken: rank {rank} on line {number}")
+            raise ConversionError(f"{name}: rank {rank} on line {number}")
     dst.write_text("\n".join(lines) + "\n", encoding="ascii")
     return len(lines)
 
@@ -505,7 +507,7 @@ def convert(model_bin: Path, out: Path, model_type: str) -> dict[str, Any]:
         quantize(encoder_fp32, encoder_int8, encoder_metadata(model, model_type))
         quantize(decoder_fp32, decoder_int8, {"model_type": model_type, "version": "1"})
     int8_gap = check(model, encoder_int8, decoder_int8, tolerance=None)
-    n_tokens = write_tokens(out / "tokens.txt")
+    n_tokens = write_tokens(out / "tokens.txt", bool(model.is_multilingual))
     return {
         "dims": {k: getattr(model.dims, k) for k in model.dims.__dataclass_fields__},
         "tokens": n_tokens,

@@ -1,0 +1,40 @@
+"""Character error rate for Chinese transcripts.
+
+Only what is not an error is folded: whisper writes Traditional or Simplified characters for
+the same speech (both texts are compared in Simplified, OpenCC t2s), and digits where the
+reference has number words (both texts go through the Chinese TTS text rules first)."""
+
+from __future__ import annotations
+
+import importlib
+import unicodedata
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from pipelines.speech.text_zh import normalize_zh
+
+
+@cache
+def _t2s() -> Any:
+    return importlib.import_module("opencc").OpenCC("t2s")
+
+
+def chars(text: str) -> list[str]:
+    simplified = _t2s().convert(normalize_zh(unicodedata.normalize("NFKC", text)))
+    return [ch for ch in simplified if ch.isalnum()]
+
+
+def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, start=1):
+        diagonal, row[0] = row[0], i
+        for j, h in enumerate(hyp, start=1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (r != h))
+    return row[-1]
+
+
+def cer(reference: str, hypothesis: str) -> float:
+    """(substitutions + deletions + insertions) / reference characters, punctuation ignored."""
+    ref = chars(reference)
+    return edit_distance(ref, chars(hypothesis)) / max(len(ref), 1)
