@@ -29,7 +29,8 @@ from pipelines.speech.text_zh import prepare_zh
 
 Samples = NDArray[np.float32]
 
-# VITS metadata sherpa-onnx reads without a default: a missing one ends the process.
+# The piper metadata a voice folder must carry (sherpa-onnx, where a piper voice used to run,
+# ended the process without them; the voice's rate and speakers come from here).
 _VITS_KEYS = ("sample_rate", "n_speakers", "language", "comment")
 _KOKORO_KEYS = ("model_type", "sample_rate", "n_speakers", "has_espeak", "style_dim")
 _SILENT_PEAK = 0.02  # speech from these voices peaks near 0.5; unknown phonemes near 0.01
@@ -91,7 +92,7 @@ def _int_meta(meta: dict[str, str], key: str, model: Path) -> int:
 
 
 def validate_model_dir(model_dir: Path, voice: str = "", speaker_id: int = 0) -> VitsFiles:
-    """Refuse, with a reason, a voice folder sherpa-onnx would crash on or misuse."""
+    """Refuse, with a reason, a voice folder that is not a complete piper voice."""
     from pipelines.onnx_metadata import read_onnx_metadata
 
     model, tokens = model_dir / "model.onnx", model_dir / "tokens.txt"
@@ -102,8 +103,8 @@ def validate_model_dir(model_dir: Path, voice: str = "", speaker_id: int = 0) ->
     missing = [key for key in _VITS_KEYS if not meta.get(key)]
     if missing:
         raise ConfigError(
-            f"{model} lacks VITS metadata {', '.join(missing)}: sherpa-onnx would abort the"
-            " process loading it; add piper metadata to the model first"
+            f"{model} lacks VITS metadata {', '.join(missing)}: add piper metadata to the"
+            " model first"
         )
     if meta.get("model_type", "vits") != "vits" or meta["comment"] != "piper":
         raise ConfigError(
@@ -351,8 +352,11 @@ class TextToSpeech:
 
 
 def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToSpeech:
-    """Validate, then load the voice (1-2 s, ~130 MB). Default phonemizer: espeak-ng."""
-    from pipelines.engines.sherpa import SherpaVits
+    """Validate, then load the voice (1-2 s, ~130 MB). Default phonemizer: espeak-ng.
+
+    A piper voice runs on onnxruntime directly (`engines.vits`), Kokoro through sherpa-onnx.
+    """
+    from pipelines.engines.vits import OrtVits
 
     if is_kokoro_dir(config.model_dir):
         return _load_kokoro(config, phonemizer)
@@ -362,15 +366,15 @@ def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToS
         from pipelines.engines.phonemizer import EspeakPhonemizer
 
         phonemizer = EspeakPhonemizer(files.voice)
-    synthesizer = SherpaVits(
+    synthesizer = OrtVits(
         files.model,
         files.tokens,
+        files.sample_rate,
         threads=config.threads,
         noise_scale=config.noise_scale,
         noise_scale_w=config.noise_scale_w,
+        n_speakers=files.n_speakers,
     )
-    if synthesizer.sample_rate != files.sample_rate:
-        raise ConfigError(f"{files.model}: sherpa reports {synthesizer.sample_rate} Hz")
     return TextToSpeech(synthesizer, phonemizer, config)
 
 
