@@ -1,4 +1,4 @@
-"""sherpa-onnx adapters: whisper recognizer, silero VAD, VITS/piper and Kokoro synthesizers.
+"""sherpa-onnx adapters: the silero VAD and the Kokoro synthesizer.
 
 The only module that imports `sherpa_onnx`. Constructors load models (seconds, hundreds of
 MB); call them once per worker process after fork. Callers validate model folders first
@@ -16,58 +16,6 @@ import sherpa_onnx
 from numpy.typing import NDArray
 
 Samples = NDArray[np.float32]
-
-
-class SherpaWhisper:
-    """`Transcriber` over `OfflineRecognizer.from_whisper` (16 kHz mono float32 in)."""
-
-    sample_rate = 16_000
-
-    def __init__(
-        self,
-        encoder: Path,
-        decoder: Path,
-        tokens: Path,
-        threads: int = 1,
-        language: str = "en",
-        task: str = "transcribe",
-        tail_padding_frames: int = -1,
-        multilingual: bool = False,
-    ) -> None:
-        self.multilingual = multilingual
-        self._language = language
-        # sherpa appends `tail_paddings` silent 10 ms frames (-1: its default, 1000) so
-        # whisper finds the end of text; the encoder then runs on audio + padding.
-        self._recognizer = sherpa_onnx.OfflineRecognizer.from_whisper(
-            encoder=str(encoder),
-            decoder=str(decoder),
-            tokens=str(tokens),
-            language=language,
-            task=task,
-            num_threads=threads,
-            tail_paddings=tail_padding_frames,
-        )
-
-    def transcribe(self, samples: Samples) -> str:
-        return self.recognise(samples, self._language)[0]
-
-    def recognise(self, samples: Samples, language: str = "") -> tuple[str, str]:
-        """(text, language code). A multilingual model detects the language when given "".
-
-        The language is part of the recognizer's config: set it per call (a worker process
-        runs one job at a time, so no other call sees it change).
-        """
-        if self.multilingual and language != self._language:
-            config = self._recognizer.config
-            config.model_config.whisper.language = language
-            self._recognizer.recognizer.set_config(config)
-            self._language = language
-        stream = self._recognizer.create_stream()
-        stream.accept_waveform(self.sample_rate, samples)
-        self._recognizer.decode_stream(stream)
-        result = stream.result
-        detected = str(getattr(result, "lang", "") or "").strip("<|>").lower()
-        return str(result.text).strip(), detected or language or "en"
 
 
 class SherpaSileroVad:
@@ -137,43 +85,6 @@ def _generate(
     gen.phoneme_codepoints = codepoints
     audio = tts.generate("", gen)
     return np.asarray(audio.samples, dtype=np.float32)
-
-
-class SherpaVits:
-    """`Synthesizer` over `OfflineTts` for a piper/VITS voice, phonemes supplied by caller.
-
-    sherpa-onnx >= 2.0 has no espeak inside: without `phoneme_codepoints` it returns zero
-    samples. Noise scales are fixed at load (0 and 0 make output bit-identical).
-    """
-
-    def __init__(
-        self,
-        model: Path,
-        tokens: Path,
-        threads: int = 1,
-        noise_scale: float = 0.667,
-        noise_scale_w: float = 0.8,
-        length_scale: float = 1.0,
-    ) -> None:
-        vits = sherpa_onnx.OfflineTtsVitsModelConfig(
-            model=str(model),
-            tokens=str(tokens),
-            noise_scale=noise_scale,
-            noise_scale_w=noise_scale_w,
-            length_scale=length_scale,
-        )
-        config = sherpa_onnx.OfflineTtsConfig(
-            model=sherpa_onnx.OfflineTtsModelConfig(vits=vits, num_threads=threads),
-            max_num_sentences=1,
-        )
-        self._tts = sherpa_onnx.OfflineTts(config)
-        self.sample_rate = int(self._tts.sample_rate)
-
-    def synthesize(
-        self, phonemes: Sequence[str], speaker_id: int = 0, speed: float = 1.0
-    ) -> Samples:
-        """Audio for one sentence given as phoneme strings (one per espeak clause)."""
-        return _generate(self._tts, phonemes, speaker_id, speed)
 
 
 class SherpaKokoro:

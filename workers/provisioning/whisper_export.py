@@ -1,12 +1,15 @@
-"""Convert whisper CTranslate2 weights into the ONNX pair sherpa-onnx's whisper recogniser loads.
+"""Convert whisper CTranslate2 weights into the ONNX pair `pipelines.engines.whisper` runs.
 
 Run only as a script by the isolated conversion venv that ``workers.provisioning.models`` builds
 (torch, openai-whisper, onnx, onnxruntime); runtime code never imports this module::
 
     python whisper_export.py --model-bin model.bin --out DIR [--model-type whisper-tiny.en]
 
-Writes ``encoder.int8.onnx``, ``decoder.int8.onnx`` and ``tokens.txt`` into DIR and prints a
-JSON report on stdout. Heavy modules are loaded with importlib and typed as ``Any`` so that
+Writes ``encoder.int8.onnx``, ``decoder.int8.onnx``, ``tokens.txt`` and ``mel_filters.npy``
+into DIR and prints a JSON report on stdout. The layout (one cross-attention key/value pair
+and one self-attention cache pair per decoder layer, as separate tensors) is ours: a decoder
+step then copies no cache, which the single stacked tensors of sherpa-onnx's layout cost.
+Heavy modules are loaded with importlib and typed as ``Any`` so that
 mypy --strict checks this file without torch installed.
 """
 
@@ -30,6 +33,7 @@ onnx: Any = importlib.import_module("onnx")
 ort: Any = importlib.import_module("onnxruntime")
 ort_quant: Any = importlib.import_module("onnxruntime.quantization")
 whisper: Any = importlib.import_module("whisper")
+whisper_audio: Any = importlib.import_module("whisper.audio")
 whisper_model: Any = importlib.import_module("whisper.model")
 whisper_tokenizer: Any = importlib.import_module("whisper.tokenizer")
 
@@ -214,14 +218,18 @@ def _heads_first(x: Any, n_head: int, transpose: bool) -> Any:
     return x.reshape(batch * n_head, *x.shape[2:])
 
 
-class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
-    """mel -> cross-attention keys/values of every decoder layer, for any T <= 3000 frames.
+def cross_names(n_layer: int) -> list[str]:
+    return [f"cross_{kv}{i}" for i in range(n_layer) for kv in "kv"]
 
-    The keys and values leave the encoder already split by head, keys transposed
-    (``n_layer_cross_k``: [n_layer, n_audio * n_head, head, T]; ``n_layer_cross_v``:
-    [n_layer, n_audio * n_head, T, head]), so no decoder step re-lays them out. sherpa-onnx
-    only hands these tensors from the encoder to the decoder: it never reads their shape.
-    """
+
+def cache_names(prefix: str, n_layer: int) -> list[str]:
+    return [f"{prefix}_{kv}{i}" for i in range(n_layer) for kv in "kv"]
+
+
+class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
+    """mel [1, n_mels, T] (T <= 3000 frames) -> each decoder layer's cross-attention keys
+    ``cross_k<i>`` [n_head, head, T/2] (transposed) and values ``cross_v<i>`` [n_head, T/2,
+    head], computed once per chunk so no decoder step re-lays them out."""
 
     def __init__(self, model: Any) -> None:
         super().__init__()
@@ -229,7 +237,7 @@ class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
         self.decoder_blocks = model.decoder.blocks
         self.n_head = model.dims.n_text_head
 
-    def forward(self, mel: Any) -> tuple[Any, Any]:
+    def forward(self, mel: Any) -> tuple[Any, ...]:
         enc = self.encoder
         x = torch.nn.functional.gelu(enc.conv1(mel))
         x = torch.nn.functional.gelu(enc.conv2(x)).permute(0, 2, 1)
@@ -238,13 +246,11 @@ class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
             x = block(x)  # whisper's own block; convert() turns SDPA off for a plain graph
         x = enc.ln_post(x)
         n = self.n_head
-        cross_k = torch.stack(
-            [_heads_first(b.cross_attn.key(x), n, True) for b in self.decoder_blocks]
-        )
-        cross_v = torch.stack(
-            [_heads_first(b.cross_attn.value(x), n, False) for b in self.decoder_blocks]
-        )
-        return cross_k, cross_v
+        out: list[Any] = []
+        for b in self.decoder_blocks:
+            out.append(_heads_first(b.cross_attn.key(x), n, True))
+            out.append(_heads_first(b.cross_attn.value(x), n, False))
+        return tuple(out)
 
 
 def _attend_cross(q: Any, k_t: Any, v: Any, n_head: int) -> Any:
@@ -259,19 +265,17 @@ def _attend_cross(q: Any, k_t: Any, v: Any, n_head: int) -> Any:
 
 
 class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
-    """One decoder step over a fixed-size self-attention cache written at ``offset``.
-
-    sherpa-onnx hands the whole ``n_text_ctx`` cache in and takes it back out, but a step only
-    needs what was decoded so far: every layer attends over the first ``offset`` slots (one
-    gather for all layers) plus the new tokens, and the new keys/values of all layers are
-    written into the cache by a single scatter at the end. Measured on tiny.en, one thread:
-    the earlier graph (full-length masked attention, a split, a where and a concat of the
-    whole cache per layer) spent 60 % of a 32 ms step moving cache bytes.
+    """One decoder step: ``tokens`` [1, n] at absolute position ``offset``, each layer's past
+    keys/values ``past_k<i>``/``past_v<i>`` [1, offset, state] and cross keys/values in;
+    the last token's ``logits`` [1, 1, vocab] and each layer's keys/values of the new tokens
+    ``new_k<i>``/``new_v<i>`` [1, n, state] out. The caller keeps the cache (a preallocated
+    buffer it hands in as views), so a step moves no cache bytes.
     """
 
     def __init__(self, model: Any) -> None:
         super().__init__()
         self.decoder = model.decoder
+        self.n_layer = model.dims.n_text_layer
         # The output projection as its own constant [state, vocab] matrix: a MatMul with a
         # constant weight is what dynamic int8 quantisation converts (a transposed view of
         # the embedding is not), and this projection is most of a step's arithmetic.
@@ -280,59 +284,45 @@ class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
             requires_grad=False,
         )
 
-    def forward(
-        self,
-        tokens: Any,
-        in_k: Any,
-        in_v: Any,
-        cross_k: Any,
-        cross_v: Any,
-        offset: Any,
-    ) -> tuple[Any, Any, Any]:
+    def forward(self, tokens: Any, offset: Any, *tensors: Any) -> tuple[Any, ...]:
         dec = self.decoder
-        # Lengths stay tensors (arange) so the trace keeps n_tokens and offset dynamic.
+        past, cross = tensors[: 2 * self.n_layer], tensors[2 * self.n_layer :]
+        # Lengths stay tensors (arange, shapes) so the trace keeps n and offset dynamic.
         steps = torch.arange(tokens.shape[1], dtype=torch.int64)
-        positions = offset + steps  # absolute positions of the new tokens
+        positions = offset + steps
         x = dec.token_embedding(tokens) + torch.index_select(dec.positional_embedding, 0, positions)
-        past = torch.arange(offset[0], dtype=torch.int64)
-        past_k = torch.index_select(in_k, 2, past)  # [n_layer, n_audio, offset, state]
-        past_v = torch.index_select(in_v, 2, past)
-        # New tokens see all past slots and, among themselves, only earlier ones.
+        # New tokens see every past slot and, among themselves, only earlier ones.
         causal = steps.reshape(1, -1) <= steps.reshape(-1, 1)
         bias = torch.cat(
             [
-                torch.zeros(steps.shape[0], past.shape[0], dtype=x.dtype),
+                torch.zeros(steps.shape[0], past[0].shape[1], dtype=x.dtype),
                 torch.zeros(causal.shape, dtype=x.dtype).masked_fill(~causal, float("-inf")),
             ],
             dim=1,
         )
-        new_k = []
-        new_v = []
+        written: list[Any] = []
         for i, block in enumerate(dec.blocks):
             attn = block.attn
             h = block.attn_ln(x)
-            k = attn.key(h)
-            v = attn.value(h)
-            new_k.append(k)
-            new_v.append(v)
-            keys = torch.cat([past_k[i], k], dim=1)
-            values = torch.cat([past_v[i], v], dim=1)
+            k, v = attn.key(h), attn.value(h)
+            written += [k, v]
+            keys = torch.cat([past[2 * i], k], dim=1)
+            values = torch.cat([past[2 * i + 1], v], dim=1)
             x = x + attn.out(_attend(attn.query(h), keys, values, attn.n_head, bias))
-            cross = block.cross_attn
+            cross_attn = block.cross_attn
             h = block.cross_attn_ln(x)
-            x = x + cross.out(_attend_cross(cross.query(h), cross_k[i], cross_v[i], cross.n_head))
+            x = x + cross_attn.out(
+                _attend_cross(
+                    cross_attn.query(h), cross[2 * i], cross[2 * i + 1], cross_attn.n_head
+                )
+            )
             x = x + block.mlp(block.mlp_ln(x))
-        x = dec.ln(x)
-        logits = x @ self.projection
-        written_k = torch.stack(new_k)  # [n_layer, n_audio, n_tokens, state]
-        slots = positions.reshape(1, 1, -1, 1).expand(written_k.shape)
-        out_k = torch.scatter(in_k, 2, slots, written_k)
-        out_v = torch.scatter(in_v, 2, slots, torch.stack(new_v))
-        return logits, out_k, out_v
+        logits = dec.ln(x[:, -1:]) @ self.projection
+        return (logits, *written)
 
 
 def encoder_metadata(model: Any, model_type: str) -> dict[str, str]:
-    """The keys sherpa-onnx's OfflineWhisperModel reads from the encoder (plus dims)."""
+    """What the runner reads from the encoder: dims and special tokens (sherpa-onnx's names)."""
     dims = model.dims
     tokenizer = whisper_tokenizer.get_tokenizer(
         model.is_multilingual, num_languages=model.num_languages
@@ -366,54 +356,35 @@ def export(model: Any, work: Path) -> tuple[Path, Path]:
     dims = model.dims
     encoder_path = work / "encoder.onnx"
     decoder_path = work / "decoder.onnx"
+    cross = cross_names(dims.n_text_layer)
+    past = cache_names("past", dims.n_text_layer)
     mel = torch.zeros(1, dims.n_mels, 2 * dims.n_audio_ctx)
+    frames = {name: {2 if name.startswith("cross_k") else 1: "T"} for name in cross}
     torch.onnx.export(
         AudioEncoderExport(model),
         (mel,),
         str(encoder_path),
         input_names=["mel"],
-        output_names=["n_layer_cross_k", "n_layer_cross_v"],
-        dynamic_axes={
-            "mel": {0: "n_audio", 2: "T"},
-            "n_layer_cross_k": {1: "n_audio_x_n_head", 3: "T"},
-            "n_layer_cross_v": {1: "n_audio_x_n_head", 2: "T"},
-        },
+        output_names=cross,
+        dynamic_axes={"mel": {2: "frames"}, **frames},
         opset_version=OPSET,
         dynamo=False,
     )
     with torch.no_grad():
-        cross_k, cross_v = AudioEncoderExport(model)(mel)
-    cache = torch.zeros(dims.n_text_layer, 1, dims.n_text_ctx, dims.n_text_state)
-    inputs = (
-        torch.tensor([[0, 1, 2]], dtype=torch.int64),
-        cache,
-        cache.clone(),
-        cross_k,
-        cross_v,
-        torch.zeros(1, dtype=torch.int64),
-    )
+        cross_values = AudioEncoderExport(model)(mel)
+    empty = [torch.zeros(1, 0, dims.n_text_state) for _ in past]
+    prompt = torch.tensor([[0, 1, 2]], dtype=torch.int64)
     torch.onnx.export(
         TextDecoderExport(model),
-        inputs,
+        (prompt, torch.zeros(1, dtype=torch.int64), *empty, *cross_values),
         str(decoder_path),
-        input_names=[
-            "tokens",
-            "in_n_layer_self_k_cache",
-            "in_n_layer_self_v_cache",
-            "n_layer_cross_k",
-            "n_layer_cross_v",
-            "offset",
-        ],
-        output_names=["logits", "out_n_layer_self_k_cache", "out_n_layer_self_v_cache"],
+        input_names=["tokens", "offset", *past, *cross],
+        output_names=["logits", *cache_names("new", dims.n_text_layer)],
         dynamic_axes={
-            "tokens": {0: "n_audio", 1: "n_tokens"},
-            "in_n_layer_self_k_cache": {1: "n_audio"},
-            "in_n_layer_self_v_cache": {1: "n_audio"},
-            "n_layer_cross_k": {1: "n_audio_x_n_head", 3: "T"},
-            "n_layer_cross_v": {1: "n_audio_x_n_head", 2: "T"},
-            "logits": {0: "n_audio", 1: "n_tokens"},
-            "out_n_layer_self_k_cache": {1: "n_audio"},
-            "out_n_layer_self_v_cache": {1: "n_audio"},
+            "tokens": {1: "n_tokens"},
+            **{name: {1: "offset"} for name in past},
+            **frames,
+            **{name: {1: "n_tokens"} for name in cache_names("new", dims.n_text_layer)},
         },
         opset_version=OPSET,
         dynamo=False,
@@ -466,37 +437,45 @@ def check(model: Any, encoder_path: Path, decoder_path: Path, tolerance: float |
     options.intra_op_num_threads = 1
     encoder = ort.InferenceSession(str(encoder_path), options, providers=["CPUExecutionProvider"])
     decoder = ort.InferenceSession(str(decoder_path), options, providers=["CPUExecutionProvider"])
-    cross_k, cross_v = encoder.run(None, {"mel": mel.numpy()})
-    cache_shape = (dims.n_text_layer, 1, dims.n_text_ctx, dims.n_text_state)
-    k_cache = np.zeros(cache_shape, dtype=np.float32)
-    v_cache = np.zeros(cache_shape, dtype=np.float32)
+    outputs = encoder.run(None, {"mel": mel.numpy()})
+    cross = dict(zip(cross_names(dims.n_text_layer), outputs, strict=True))
+    past = cache_names("past", dims.n_text_layer)
+    cache = {name: np.zeros((1, 0, dims.n_text_state), dtype=np.float32) for name in past}
     feeds = [prompt] + [[t] for t in tokens[len(prompt) :]]
     offset = 0
     worst = 0.0
     for chunk in feeds:
-        logits, k_cache, v_cache = decoder.run(
+        logits, *written = decoder.run(
             None,
             {
                 "tokens": np.array([chunk], dtype=np.int64),
-                "in_n_layer_self_k_cache": k_cache,
-                "in_n_layer_self_v_cache": v_cache,
-                "n_layer_cross_k": cross_k,
-                "n_layer_cross_v": cross_v,
                 "offset": np.array([offset], dtype=np.int64),
+                **cache,
+                **cross,
             },
         )
-        want = expected[0, offset : offset + len(chunk)]
-        worst = max(worst, float(np.abs(logits[0] - want).max()))
-        if tolerance is not None and int(logits[0, -1].argmax()) != int(want[-1].argmax()):
-            raise ConversionError(f"ONNX decoder disagrees with whisper at position {offset}")
+        cache = {
+            name: np.concatenate([cache[name], new], axis=1)
+            for name, new in zip(past, written, strict=True)
+        }
         offset += len(chunk)
+        want = expected[0, offset - 1]
+        worst = max(worst, float(np.abs(logits[0, -1] - want).max()))
+        if tolerance is not None and int(logits[0, -1].argmax()) != int(want.argmax()):
+            raise ConversionError(f"ONNX decoder disagrees with whisper at position {offset}")
     if tolerance is not None and worst > tolerance:
         raise ConversionError(f"ONNX logits differ from whisper by {worst:.4f} > {tolerance}")
     return worst
 
 
+def write_mel_filters(dst: Path, n_mels: int) -> None:
+    """whisper's own mel filterbank [n_mels, 201] (librosa's Slaney filters, from its assets)."""
+    filters = whisper_audio.mel_filters("cpu", n_mels).numpy().astype(np.float32)
+    np.save(dst, filters, allow_pickle=False)
+
+
 def write_tokens(dst: Path, multilingual: bool) -> int:
-    """sherpa's whisper tokens file: each ``<base64 bytes> <rank>`` line of the vocabulary
+    """The tokens file (sherpa-onnx's format): each ``<base64 bytes> <rank>`` line of the vocabulary
     (``gpt2.tiktoken`` for English-only models, ``multilingual.tiktoken`` for the others)."""
     name = "multilingual.tiktoken" if multilingual else "gpt2.tiktoken"
     source = Path(whisper.__file__).with_name("assets") / name
@@ -525,6 +504,7 @@ def convert(model_bin: Path, out: Path, model_type: str) -> dict[str, Any]:
         quantize(decoder_fp32, decoder_int8, {"model_type": model_type, "version": "1"})
     int8_gap = check(model, encoder_int8, decoder_int8, tolerance=None)
     n_tokens = write_tokens(out / "tokens.txt", bool(model.is_multilingual))
+    write_mel_filters(out / "mel_filters.npy", model.dims.n_mels)
     return {
         "dims": {k: getattr(model.dims, k) for k in model.dims.__dataclass_fields__},
         "tokens": n_tokens,

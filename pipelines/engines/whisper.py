@@ -1,0 +1,239 @@
+"""whisper on onnxruntime: log-mel features, the encoder once per chunk, greedy decoding.
+
+Runs the folders `models prepare` builds (`workers/provisioning/whisper_export.py`): the
+encoder hands each decoder layer its own cross-attention keys/values, and a decoder step takes
+each layer's past keys/values as views of a cache this class keeps, returning only the new
+tokens' rows. A step therefore copies no cache; with sherpa-onnx's stacked layout every step
+copied the whole self-attention cache and every layer's cross keys/values (measured on
+tiny.en, one thread: about half of a step).
+
+Decoding is greedy, without timestamps, as sherpa-onnx's whisper did for us before: the
+prompt ``<|startoftranscript|> [<|lang|> <|task|>] <|notimestamps|>``, then the most likely
+token until ``<|endoftext|>``, within a budget of 6 tokens per second of audio (a loop on one
+phrase ends there). The chunk is not padded to whisper's 30 s window: its features are
+followed by frames of zeros, which is what lets whisper end the text. A multilingual model not
+told the language detects it from the first step's language-token logits, as whisper does.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+from numpy.typing import NDArray
+
+from pipelines.errors import ConfigError
+from pipelines.onnx_metadata import read_onnx_metadata
+
+Samples = NDArray[np.float32]
+
+RATE = 16_000
+_N_FFT = 400
+_HOP = 160
+_MAX_FRAMES = 3000  # 30 s: the encoder's position table
+_MIN_TAIL_FRAMES = 50  # audio is cut so that at least this much padding follows it
+_TOKENS_PER_S = 6  # a budget no speech exceeds, so a decoding loop ends early
+
+
+@dataclass(frozen=True, slots=True)
+class WhisperMeta:
+    """What the encoder's metadata says about the model (sherpa-onnx's key names)."""
+
+    n_mels: int
+    n_text_layer: int
+    n_text_ctx: int
+    n_text_state: int
+    n_vocab: int
+    sot: int
+    eot: int
+    no_timestamps: int
+    transcribe: int
+    translate: int
+    multilingual: bool
+    languages: dict[str, int]
+
+    @classmethod
+    def read(cls, encoder: Path) -> WhisperMeta:
+        meta = read_onnx_metadata(encoder)
+        try:
+
+            def ints(key: str) -> tuple[int, ...]:
+                return tuple(int(x) for x in meta.get(key, "").split(",") if x.strip())
+
+            codes = [c for c in meta.get("all_language_codes", "").split(",") if c]
+            return cls(
+                n_mels=int(meta["n_mels"]),
+                n_text_layer=int(meta["n_text_layer"]),
+                n_text_ctx=int(meta["n_text_ctx"]),
+                n_text_state=int(meta["n_text_state"]),
+                n_vocab=int(meta["n_vocab"]),
+                sot=int(meta["sot"]),
+                eot=int(meta["eot"]),
+                no_timestamps=int(meta["no_timestamps"]),
+                transcribe=int(meta["transcribe"]),
+                translate=int(meta["translate"]),
+                multilingual=meta["is_multilingual"] != "0",
+                languages=dict(zip(codes, ints("all_language_tokens"), strict=True)),
+            )
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"{encoder}: whisper metadata unusable ({exc})") from None
+
+
+def read_vocabulary(tokens: Path) -> list[bytes]:
+    """``<base64 bytes> <rank>`` per line, ranks 0, 1, 2, ... in order."""
+    vocabulary: list[bytes] = []
+    for number, line in enumerate(tokens.read_text(encoding="ascii").splitlines()):
+        encoded, _, rank = line.partition(" ")
+        if rank != str(number):
+            raise ConfigError(f"{tokens}:{number + 1} is not '<base64> {number}'")
+        try:
+            # multilingual.tiktoken writes one empty token as a lone "="
+            empty = encoded == "="
+            vocabulary.append(b"" if empty else base64.b64decode(encoded, validate=True))
+        except ValueError:
+            raise ConfigError(f"{tokens}:{number + 1} is not base64") from None
+    return vocabulary
+
+
+def log_mel(samples: Samples, filters: NDArray[np.float32]) -> NDArray[np.float32]:
+    """whisper's normalised log-mel spectrogram [n_mels, len // 160] of `samples`."""
+    audio = samples
+    if len(audio) < _N_FFT:
+        audio = np.concatenate([audio, np.zeros(_N_FFT - len(audio), np.float32)])
+    padded = np.pad(audio, _N_FFT // 2, mode="reflect")
+    frames = np.lib.stride_tricks.sliding_window_view(padded, _N_FFT)[::_HOP][:-1]
+    window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(_N_FFT) / _N_FFT)).astype(np.float32)
+    power = np.abs(np.fft.rfft(frames * window, axis=1)) ** 2
+    mel = filters @ power.T.astype(np.float32)
+    log = np.log10(np.maximum(mel, 1e-10))
+    log = np.maximum(log, log.max() - 8.0)
+    features: NDArray[np.float32] = ((log + 4.0) / 4.0).astype(np.float32)
+    return features
+
+
+def encoder_input(
+    samples: Samples, filters: NDArray[np.float32], tail_frames: int
+) -> tuple[NDArray[np.float32], int]:
+    """([1, n_mels, frames] for the encoder, frames of audio in it).
+
+    The audio's features, cut to leave room for padding within 30 s, then `tail_frames` of
+    zeros (0 in the normalised domain, where silence sits near -1) up to 3000 frames in all:
+    it is what lets whisper find the end of the text once the 30 s window is gone.
+    """
+    audio = samples[: (_MAX_FRAMES - _MIN_TAIL_FRAMES) * _HOP]
+    features = log_mel(audio, filters)
+    n_mels, frames = features.shape
+    total = min(frames + max(tail_frames, 1), _MAX_FRAMES)
+    mel = np.zeros((1, n_mels, total), dtype=np.float32)
+    mel[0, :, :frames] = features
+    return mel, frames
+
+
+class OrtWhisper:
+    """`Transcriber` over an encoder/decoder pair in our per-layer layout (16 kHz in)."""
+
+    sample_rate = RATE
+
+    def __init__(
+        self,
+        encoder: Path,
+        decoder: Path,
+        tokens: Path,
+        mel_filters: Path,
+        threads: int = 1,
+        language: str = "en",
+        task: str = "transcribe",
+        tail_padding_s: float = 3.0,
+    ) -> None:
+        self.meta = meta = WhisperMeta.read(encoder)
+        self.multilingual = meta.multilingual
+        filters = np.load(mel_filters, allow_pickle=False)
+        if filters.shape != (meta.n_mels, _N_FFT // 2 + 1):
+            raise ConfigError(f"{mel_filters} has shape {filters.shape}, not ({meta.n_mels}, 201)")
+        self._filters = filters.astype(np.float32)
+        self._vocabulary = read_vocabulary(tokens)
+        if len(self._vocabulary) > meta.eot:
+            raise ConfigError(
+                f"{tokens} has {len(self._vocabulary)} tokens; text ends at {meta.eot}"
+            )
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        providers = ["CPUExecutionProvider"]
+        self._encoder = onnxruntime.InferenceSession(str(encoder), options, providers=providers)
+        self._decoder = onnxruntime.InferenceSession(str(decoder), options, providers=providers)
+        layers = range(meta.n_text_layer)
+        self._cross = [f"cross_{kv}{i}" for i in layers for kv in "kv"]
+        self._past = [f"past_{kv}{i}" for i in layers for kv in "kv"]
+        found = {i.name for i in self._decoder.get_inputs()}
+        if found != {"tokens", "offset", *self._past, *self._cross}:
+            raise ConfigError(f"{decoder} is not a decoder of this layout (inputs {sorted(found)})")
+        self._cache = np.zeros(
+            (len(self._past), 1, meta.n_text_ctx, meta.n_text_state), dtype=np.float32
+        )
+        self._language = language if meta.multilingual else "en"
+        if task not in ("transcribe", "translate"):
+            raise ConfigError(f"unknown whisper task {task!r}: transcribe or translate")
+        self._task = meta.translate if task == "translate" else meta.transcribe
+        self._tail_frames = round(tail_padding_s * RATE / _HOP)
+
+    def transcribe(self, samples: Samples) -> str:
+        return self.recognise(samples, self._language)[0]
+
+    def recognise(self, samples: Samples, language: str = "") -> tuple[str, str]:
+        """(text, language code) of at most 30 s; "" lets a multilingual model detect it."""
+        meta = self.meta
+        mel, frames = encoder_input(
+            samples.astype(np.float32, copy=False), self._filters, self._tail_frames
+        )
+        budget = min(frames * _TOKENS_PER_S // 100, meta.n_text_ctx // 2)
+        cross = dict(zip(self._cross, self._encoder.run(None, {"mel": mel}), strict=True))
+        if not meta.multilingual:
+            language, prompt = "en", [meta.sot, meta.no_timestamps]
+        else:
+            language = language or self._detect(cross)
+            if language not in meta.languages:
+                raise ConfigError(f"whisper knows no language {language!r}")
+            prompt = [meta.sot, meta.languages[language], self._task, meta.no_timestamps]
+        return self._decode(prompt, cross, budget), language
+
+    def _detect(self, cross: dict[str, NDArray[np.float32]]) -> str:
+        logits = self._step([self.meta.sot], 0, cross)
+        codes = list(self.meta.languages)
+        ids = np.array([self.meta.languages[c] for c in codes])
+        return codes[int(np.argmax(logits[ids]))]
+
+    def _decode(self, prompt: list[int], cross: dict[str, NDArray[np.float32]], budget: int) -> str:
+        """Greedy: the most likely token each step, until the end or `budget` tokens."""
+        meta = self.meta
+        chosen: list[int] = []
+        feed, offset = prompt, 0
+        while len(chosen) < budget and offset + len(feed) < meta.n_text_ctx:
+            token = int(np.argmax(self._step(feed, offset, cross)))
+            if token == meta.eot:
+                break
+            offset += len(feed)
+            chosen.append(token)
+            feed = [token]
+        # A special token (a timestamp, say) may be chosen; it is fed back but never text.
+        text = b"".join(self._vocabulary[t] for t in chosen if t < len(self._vocabulary))
+        return text.decode("utf-8", "replace").strip()
+
+    def _step(
+        self, tokens: list[int], offset: int, cross: dict[str, NDArray[np.float32]]
+    ) -> NDArray[np.float32]:
+        """Run the decoder on `tokens` at `offset`; their keys/values go into the cache."""
+        feeds: dict[str, NDArray[np.generic]] = {
+            "tokens": np.array([tokens], dtype=np.int64),
+            "offset": np.array([offset], dtype=np.int64),
+        }
+        for j, name in enumerate(self._past):
+            feeds[name] = self._cache[j, :, :offset]
+        logits, *written = self._decoder.run(None, {**feeds, **cross})
+        end = offset + len(tokens)
+        for j, rows in enumerate(written):
+            self._cache[j, :, offset:end] = rows
+        return np.asarray(logits[0, -1], dtype=np.float32)
