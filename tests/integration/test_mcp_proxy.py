@@ -294,3 +294,23 @@ def test_without_a_broker_a_running_job_is_known_to_media_result(cluster: Cluste
             assert again.structured_content["summary"] == "Slow inline summary."
 
     run(scenario)
+
+
+def test_a_large_embedded_document_becomes_a_link_that_reads_back(cluster: Cluster) -> None:
+    from examples.mcp_server import REPORT_PDF
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", "--inline-max", "16", *wrap()) as client:
+            result = await client.call_tool("report", {})
+            assert kinds(result) == ["resource_link", "text"]
+            link = result.content[0]
+            assert isinstance(link, types.ResourceLink)
+            assert str(link.uri).startswith("mcp-media://media/")
+            assert link.mime_type == "application/pdf"
+            read = await client.read_resource(str(link.uri))
+            (blob,) = read.contents
+            assert isinstance(blob, types.BlobResourceContents)
+            assert base64.b64decode(blob.blob) == REPORT_PDF
+            assert blob.mime_type == "application/pdf"
+
+    run(scenario)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -33,6 +34,7 @@ log = logging.getLogger("mcp_media.proxy")
 SEPARATOR = "__"
 # Blocks the rewrite forwards as they come: a result of only these is passed through.
 PLAIN_BLOCKS = frozenset({"text", "resource_link"})
+REMEMBERED_LINKS = 10_000
 
 
 class Proxy:
@@ -44,6 +46,7 @@ class Proxy:
         self.upstreams = {spec.name: Upstream(spec, self._upstream_message) for spec in specs}
         self.prefixed = len(self.upstreams) > 1
         self._resource_owner: dict[str, str] = {}
+        self._link_mimes: OrderedDict[str, str] = OrderedDict()  # links handed out: their MIME
         self._sessions: list[Any] = []  # downstream sessions, for list-changed notifications
         self.server: Server[Any] = Server(
             "mcp-media",
@@ -157,7 +160,20 @@ class Proxy:
         except InvalidToolResult as exc:  # forwarded as it came: never lose a result
             log.warning("result of %s not rewritten: %s", params.name, exc)
             return result
+        self._remember_links(rewritten.get("content", []))
         return types.CallToolResult.model_validate(rewritten)
+
+    def _remember_links(self, blocks: Sequence[Any]) -> None:
+        """The MIME type of each mcp-media:// link handed out, for resources/read to repeat."""
+        for block in blocks:
+            if not isinstance(block, Mapping) or block.get("type") != "resource_link":
+                continue
+            uri, mime = block.get("uri"), block.get("mimeType")
+            if isinstance(uri, str) and uri.startswith(MEDIA_URI_PREFIX) and isinstance(mime, str):
+                self._link_mimes[uri] = mime
+                self._link_mimes.move_to_end(uri)
+                if len(self._link_mimes) > REMEMBERED_LINKS:
+                    self._link_mimes.popitem(last=False)
 
     async def _upstream_has(self, routed: tuple[Upstream, str]) -> bool:
         upstream, name = routed
@@ -212,7 +228,8 @@ class Proxy:
         found = self.tools.cached(uri.removeprefix(MEDIA_URI_PREFIX))
         if found is None:
             raise MCPError(types.INVALID_PARAMS, f"no cached media {uri}")
-        path, mime = found
+        path, guessed = found
+        mime = self._link_mimes.get(uri, guessed)
         blob = base64.b64encode(path.read_bytes()).decode()
         contents = types.BlobResourceContents(uri=uri, mime_type=mime, blob=blob)
         return types.ReadResourceResult(contents=[contents])

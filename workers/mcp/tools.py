@@ -162,7 +162,9 @@ class OwnTools:
             return error_result(f"{name}: {exc}")
 
     def cached(self, sha256: str) -> tuple[Path, str] | None:
-        found = self.settings.media_cache().find(sha256)
+        """Any cached media by sha256, documents too: every link the door hands out."""
+        cache = self.settings.media_cache()
+        found = cache.find(sha256) or cache.find_document(sha256)
         if found is None:
             return None
         mime = mimetypes.guess_type(found.path.name)[0] or "application/octet-stream"
