@@ -314,3 +314,23 @@ def test_a_large_embedded_document_becomes_a_link_that_reads_back(cluster: Clust
             assert blob.mime_type == "application/pdf"
 
     run(scenario)
+
+
+def test_an_unreachable_broker_never_loses_the_tool_result(cluster: Cluster) -> None:
+    from tests.support.net import free_port
+
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+
+    async def scenario() -> None:
+        async with proxied(cluster, *wrap(), MCP_MEDIA_REDIS_URL=dead) as client:
+            result = await client.call_tool("screenshot", {})
+            assert not result.is_error
+            assert kinds(result) == ["text", "image", "text"]
+            assert texts(result)[0] == "Here is the preview."
+            note = texts(result)[-1]
+            assert "could not process this tool result" in note and "ConnectionError" in note
+            assert "forwarded as the tool returned it" in note
+            # Text-only results never needed the broker.
+            assert texts(await client.call_tool("who", {})) == ["upstream"]
+
+    run(scenario)

@@ -25,8 +25,9 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
 
 from pipelines.errors import InvalidToolResult
+from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
-from workers.mcp.rewriter import MediaRewriter
+from workers.mcp.rewriter import MediaRewriter, failure_reason
 from workers.mcp.tools import OwnTools, error_result
 from workers.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
 
@@ -160,6 +161,11 @@ class Proxy:
         except InvalidToolResult as exc:  # forwarded as it came: never lose a result
             log.warning("result of %s not rewritten: %s", params.name, exc)
             return result
+        except Exception as exc:  # the broker, the disk, a bug: still never lose a result
+            reason = failure_reason(exc)
+            log.error("result of %s forwarded unprocessed: %s", params.name, reason, exc_info=exc)
+            note = types.TextContent(type="text", text=unprocessed_note(reason))
+            return result.model_copy(update={"content": [*result.content, note]})
         self._remember_links(rewritten.get("content", []))
         return types.CallToolResult.model_validate(rewritten)
 
