@@ -334,3 +334,28 @@ def test_an_unreachable_broker_never_loses_the_tool_result(cluster: Cluster) -> 
             assert texts(await client.call_tool("who", {})) == ["upstream"]
 
     run(scenario)
+
+
+def test_speak_with_wait_zero_answers_at_once(cluster: Cluster) -> None:
+    """No tts worker runs: the job waits in its queue, and `wait: 0` must not wait for it."""
+
+    async def scenario() -> None:
+        async with proxied(cluster, *wrap()) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            hints = tools["speak"].annotations
+            assert hints is not None
+            assert hints.read_only_hint is False and hints.destructive_hint is False
+            assert hints.idempotent_hint is True and hints.open_world_hint is False
+            spoken = await client.call_tool(
+                "speak", {"text": "Later, please.", "wait": 0}, read_timeout_seconds=30
+            )
+            assert not spoken.is_error and spoken.structured_content is not None
+            assert spoken.structured_content["status"] == "pending"
+            (note,) = texts(spoken)
+            assert "still running" in note and "media_result" in note
+            later = await client.call_tool("media_result", {"id": spoken.structured_content["id"]})
+            assert later.structured_content is not None
+            assert later.structured_content["status"] == "pending"
+            assert later.structured_content["capability"] == "audio.synthesize"
+
+    run(scenario)
