@@ -359,3 +359,40 @@ def test_speak_with_wait_zero_answers_at_once(cluster: Cluster) -> None:
             assert later.structured_content["capability"] == "audio.synthesize"
 
     run(scenario)
+
+
+def test_back_off_grows_while_every_call_crashes_and_resets_after_a_success(
+    cluster: Cluster,
+) -> None:
+    """The proxy in this process (to read the delays it computes) in front of a real stdio
+    upstream, called by a real client: a server that starts fine but crashes on every call
+    is restarted after a growing delay; a call that succeeds starts the back-off over."""
+    from workers.mcp.rewriter import DoorOptions
+    from workers.mcp.serve import build_proxy
+    from workers.mcp.upstream import UpstreamSpec
+
+    spec = UpstreamSpec(name="up", command=UPSTREAM[0], args=tuple(UPSTREAM[1:]), cwd=str(ROOT))
+    proxy = build_proxy(cluster.settings(), [spec], DoorOptions(inline=True))
+    upstream = proxy.upstreams["up"]
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tasks:
+            await proxy.run_upstreams(tasks)
+            async with Client(proxy.server) as client:
+                for _ in range(2):
+                    crashed = await client.call_tool("crash", {})
+                    assert crashed.is_error and "started again" in texts(crashed)[0]
+                # This call first waits for the crashed session to be torn down (its delay
+                # recorded), then for the back-off, then it succeeds.
+                assert texts(await client.call_tool("who", {})) == ["upstream"]
+                assert list(upstream.retry_delays) == [0.5, 1.0]
+                assert (await client.call_tool("crash", {})).is_error
+                assert texts(await client.call_tool("who", {})) == ["upstream"]
+                assert list(upstream.retry_delays) == [0.5, 1.0, 0.5]
+            proxy.stop()
+            tasks.cancel_scope.cancel()
+
+    try:
+        run(scenario)
+    finally:
+        proxy.rewriter.close()

@@ -147,12 +147,14 @@ class Proxy:
             result = await client.call_tool(name, arguments, progress_callback=progress)
         except MCPError as exc:
             if exc.code != types.CONNECTION_CLOSED:
+                upstream.succeeded()  # it answered
                 raise  # the upstream's own error, as it sent it
             upstream.broken(exc.message)
             return error_result(
                 f"upstream {upstream.name!r} stopped while running {name!r} ({exc.message}); "
                 "it is started again on the next call"
             )
+        upstream.succeeded()
         if all(block.type in PLAIN_BLOCKS for block in result.content):
             return result  # nothing to rewrite: skip the ingest round trip
         raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -223,7 +225,9 @@ class Proxy:
         for upstream in candidates:
             try:
                 client = await upstream.session()
-                return await client.read_resource(uri)
+                read = await client.read_resource(uri)
+                upstream.succeeded()
+                return read
             except UpstreamDown as exc:
                 last = MCPError(types.INTERNAL_ERROR, str(exc))
             except MCPError as exc:
@@ -263,7 +267,9 @@ class Proxy:
             client = await upstream.session()
         except UpstreamDown as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
-        return await client.get_prompt(name, params.arguments)
+        prompt = await client.get_prompt(name, params.arguments)
+        upstream.succeeded()
+        return prompt
 
     # upstream events
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ log = logging.getLogger("mcp_media.proxy")
 CONNECT_TIMEOUT = 30.0
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
+STABLE_AFTER = 60.0  # seconds up after which a failure starts the back-off over
 WAIT_OUT_BACKOFF = 5.0  # a call waits for a shorter back-off instead of failing
 
 
@@ -196,13 +198,19 @@ class Upstream:
         self._stopping = False
         self._retry_at = 0.0
         self._backoff = BACKOFF_START
+        self.retry_delays: deque[float] = deque(maxlen=32)  # the back-off after each failure
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     async def run(self) -> None:
-        """The session's own task: connect when wanted, hold it until broken, back off."""
+        """The session's own task: connect when wanted, hold it until broken, back off.
+
+        The back-off doubles at each failure and starts again only after a call succeeded
+        (`succeeded`) or the session stayed up STABLE_AFTER seconds: a server that starts
+        fine but crashes on every call is not restarted at the first delay each time."""
+        up_since: float | None = None
         while not self._stopping:
             await self._wanted.wait()
             try:
@@ -210,7 +218,7 @@ class Upstream:
                     _target(self.spec), message_handler=self._handle, read_timeout_seconds=None
                 ) as client:
                     self.client, self.error = client, None
-                    self._backoff = BACKOFF_START
+                    up_since = anyio.current_time()
                     self._closed = anyio.Event()
                     self._ready.set()
                     await self._broken.wait()
@@ -219,7 +227,12 @@ class Upstream:
                 log.warning("upstream %s is down: %s", self.name, self.error)
             finally:
                 self.client = None
-                self._retry_at = anyio.current_time() + self._backoff
+                now = anyio.current_time()
+                if up_since is not None and now - up_since >= STABLE_AFTER:
+                    self._backoff = BACKOFF_START  # it ran well for a while: a fresh failure
+                up_since = None
+                self.retry_delays.append(self._backoff)
+                self._retry_at = now + self._backoff
                 self._backoff = min(self._backoff * 2, BACKOFF_MAX)
                 self._wanted, self._broken = anyio.Event(), anyio.Event()
                 ready, self._ready = self._ready, anyio.Event()
@@ -249,6 +262,10 @@ class Upstream:
                 f"upstream {self.name!r} did not start: {self.error or 'timed out connecting'}"
             )
         return self.client
+
+    def succeeded(self) -> None:
+        """A call was answered (a result or the upstream's own error): back-off starts over."""
+        self._backoff = BACKOFF_START
 
     def broken(self, why: str) -> None:
         """A call failed at the transport: tear the session down; the next call restarts it."""
