@@ -396,3 +396,22 @@ def test_back_off_grows_while_every_call_crashes_and_resets_after_a_success(
         run(scenario)
     finally:
         proxy.rewriter.close()
+
+
+def test_lists_follow_the_upstream_cursors(cluster: Cluster) -> None:
+    paged = ["--", sys.executable, "-m", "tests.support.paged_upstream"]
+    every = [f"_{i}" for i in range(5)]
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", *paged) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            assert {f"tool{n}" for n in every} <= tools and "media_result" in tools
+            resources = (await client.list_resources()).resources
+            assert [r.name for r in resources] == [f"resource{n}" for n in every]
+            templates = (await client.list_resource_templates()).resource_templates
+            assert [t.name for t in templates] == [f"template{n}" for n in every]
+            prompts = (await client.list_prompts()).prompts
+            assert [p.name for p in prompts] == [f"prompt{n}" for n in every]
+            assert texts(await client.call_tool("tool_4", {})) == ["tool_4"]
+
+    run(scenario)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -36,6 +36,7 @@ SEPARATOR = "__"
 # Blocks the rewrite forwards as they come: a result of only these is passed through.
 PLAIN_BLOCKS = frozenset({"text", "resource_link"})
 REMEMBERED_LINKS = 10_000
+MAX_PAGES = 100  # pages of an upstream's list followed, against a cursor that never ends
 
 
 class Proxy:
@@ -115,10 +116,10 @@ class Proxy:
         self._remember(ctx)
         tools: list[types.Tool] = []
         for upstream, client in await self._each():
-            listed = await self._guard(upstream, client.list_tools())
+            listed = await self._pages(upstream, client.list_tools, "tools")
             tools += [
                 tool.model_copy(update={"name": self._public(upstream.name, tool.name)})
-                for tool in listed.tools
+                for tool in listed
             ]
         taken = {tool.name for tool in tools}
         tools += [tool for tool in self.tools.definitions() if tool.name not in taken]
@@ -198,10 +199,10 @@ class Proxy:
         self._remember(ctx)
         resources: list[types.Resource] = []
         for upstream, client in await self._each():
-            listed = await self._guard(upstream, client.list_resources())
-            for resource in listed.resources:
+            listed = await self._pages(upstream, client.list_resources, "resources")
+            for resource in listed:
                 self._resource_owner[str(resource.uri)] = upstream.name
-            resources += listed.resources
+            resources += listed
         return types.ListResourcesResult(resources=resources)
 
     async def list_resource_templates(
@@ -209,8 +210,9 @@ class Proxy:
     ) -> types.ListResourceTemplatesResult:
         templates: list[types.ResourceTemplate] = []
         for upstream, client in await self._each():
-            listed = await self._guard(upstream, client.list_resource_templates())
-            templates += listed.resource_templates
+            templates += await self._pages(
+                upstream, client.list_resource_templates, "resource_templates"
+            )
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
     async def read_resource(
@@ -249,10 +251,10 @@ class Proxy:
     async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
         prompts: list[types.Prompt] = []
         for upstream, client in await self._each():
-            listed = await self._guard(upstream, client.list_prompts())
+            listed = await self._pages(upstream, client.list_prompts, "prompts")
             prompts += [
                 prompt.model_copy(update={"name": self._public(upstream.name, prompt.name)})
-                for prompt in listed.prompts
+                for prompt in listed
             ]
         return types.ListPromptsResult(prompts=prompts)
 
@@ -272,6 +274,23 @@ class Proxy:
         return prompt
 
     # upstream events
+
+    async def _pages(
+        self, upstream: Upstream, fetch: Callable[..., Awaitable[Any]], field: str
+    ) -> list[Any]:
+        """Every item of an upstream's paginated list, following its cursors (MAX_PAGES)."""
+        items: list[Any] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await self._guard(upstream, fetch(cursor=cursor))
+            items += getattr(page, field)
+            cursor = page.next_cursor
+            if not cursor:
+                return items
+        log.warning(
+            "upstream %s: %s listed from the first %d pages only", upstream.name, field, MAX_PAGES
+        )
+        return items
 
     async def _guard(self, upstream: Upstream, call: Any) -> Any:
         try:
