@@ -146,7 +146,11 @@ def test_config_with_two_upstreams(cluster: Cluster, tmp_path: Path) -> None:
             assert texts(await client.call_tool("photos__who", {})) == ["photos"]
             assert texts(await client.call_tool("drive__who", {})) == ["drive"]
             prompts = {p.name for p in (await client.list_prompts()).prompts}
-            assert prompts == {"drive__summarise_drive", "photos__summarise_drive"}
+            assert prompts == {
+                f"{server}__{prompt}"
+                for server in ("drive", "photos")
+                for prompt in ("summarise_drive", "review")
+            }
             with pytest.raises(MCPError):  # no upstream of that name
                 await client.call_tool("music__who", {})
 
@@ -415,3 +419,103 @@ def test_lists_follow_the_upstream_cursors(cluster: Cluster) -> None:
             assert texts(await client.call_tool("tool_4", {})) == ["tool_4"]
 
     run(scenario)
+
+
+def test_resources_templates_and_prompts_of_the_upstream(cluster: Cluster) -> None:
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", *wrap()) as client:
+            resources = (await client.list_resources()).resources
+            assert [str(r.uri) for r in resources] == ["drive://readme"]
+            readme = (await client.read_resource("drive://readme")).contents
+            assert [c.text for c in readme if isinstance(c, types.TextResourceContents)] == [
+                "Reports, screenshots and voice notes."
+            ]
+            templates = (await client.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == ["drive://files/{name}"]
+            (file,) = (await client.read_resource("drive://files/notes.txt")).contents
+            assert isinstance(file, types.TextResourceContents)
+            assert file.text == "contents of notes.txt"
+            prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+            assert set(prompts) == {"summarise_drive", "review"}
+            arguments = prompts["review"].arguments or []
+            assert [(a.name, a.required) for a in arguments] == [("path", True), ("tone", False)]
+            plain = await client.get_prompt("summarise_drive")
+            (message,) = plain.messages
+            assert isinstance(message.content, types.TextContent)
+            assert message.content.text == "Summarise what is on the demo drive."
+            review = await client.get_prompt("review", {"path": "q3.pdf", "tone": "kind"})
+            assert isinstance(review.messages[0].content, types.TextContent)
+            assert review.messages[0].content.text == "Review q3.pdf, kind."
+            with pytest.raises(MCPError):  # the upstream's own refusal: a missing argument
+                await client.get_prompt("review", {})
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("keep", ["text", "resource", "text"]),
+        ("text", ["text", "text"]),
+        ("link", ["text", "resource_link", "text"]),
+    ],
+)
+def test_audio_policies_on_an_embedded_audio_blob(
+    cluster: Cluster, policy: str, expected: list[str]
+) -> None:
+    """Queued, no stt worker, --wait 0: the transcript is pending, the policy is what counts."""
+    from tests.support.factories import wav_bytes
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--wait", "0", "--audio", policy, *wrap()) as client:
+            result = await client.call_tool("embedded_audio", {})
+            assert kinds(result) == expected
+            assert texts(result)[0] == "The clip."
+            note = texts(result)[-1]
+            assert note.startswith("MEDIA:") and note.splitlines()[0].endswith(".wav")
+            assert "still running" in note and "media_result" in note
+            cached = Path(note.splitlines()[0].removeprefix("MEDIA:"))
+            assert cached.read_bytes() == wav_bytes()
+            if policy == "keep":
+                embedded = result.content[1]
+                assert isinstance(embedded, types.EmbeddedResource)
+                assert isinstance(embedded.resource, types.BlobResourceContents)
+                assert base64.b64decode(embedded.resource.blob) == wav_bytes()
+            if policy == "link":
+                link = result.content[1]
+                assert isinstance(link, types.ResourceLink) and link.mime_type == "audio/wav"
+                (blob,) = (await client.read_resource(str(link.uri))).contents
+                assert isinstance(blob, types.BlobResourceContents)
+                assert base64.b64decode(blob.blob) == wav_bytes()
+                assert blob.mime_type == "audio/wav"
+
+    run(scenario)
+
+
+def test_allowed_root_and_media_uri_inputs_of_own_tools(cluster: Cluster, tmp_path: Path) -> None:
+    from tests.support.factories import png_bytes
+
+    cluster.fake.set(reply="A chart of sales.")
+    root = tmp_path / "shared"
+    root.mkdir()
+    (root / "chart.png").write_bytes(png_bytes())
+
+    async def scenario() -> None:
+        args = ["--inline", "--allow-root", str(root), *wrap()]
+        async with proxied(cluster, *args) as client:
+            described = await client.call_tool(
+                "describe_image", {"image": str(root / "chart.png"), "wait": 60}
+            )
+            assert not described.is_error and described.structured_content is not None
+            assert described.structured_content["status"] == "done"
+            assert described.structured_content["summary"] == "A chart of sales."
+            sha = described.structured_content["sha256"]
+            again = await client.call_tool("describe_image", {"image": f"mcp-media://media/{sha}"})
+            assert again.structured_content is not None
+            assert again.structured_content["summary"] == "A chart of sales."
+            assert again.structured_content["sha256"] == sha
+            outside = await client.call_tool("describe_image", {"image": str(tmp_path / "x.png")})
+            assert outside.is_error and "not inside an allowed root" in texts(outside)[0]
+
+    run(scenario)
+    assert cluster.fake.request_count == 1  # the second call read the stored result
