@@ -519,3 +519,23 @@ def test_allowed_root_and_media_uri_inputs_of_own_tools(cluster: Cluster, tmp_pa
 
     run(scenario)
     assert cluster.fake.request_count == 1  # the second call read the stored result
+
+
+def test_a_list_changed_notification_reaches_the_client(cluster: Cluster) -> None:
+    """The upstream adds a tool and says so; the client, listening to the proxy
+    (`subscriptions/listen`, the 2026-07-28 way), hears of it and can call the new tool."""
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", *wrap()) as client:
+            before = {tool.name for tool in (await client.list_tools()).tools}
+            assert "fresh" not in before
+            async with client.listen(tools_list_changed=True) as events:
+                assert texts(await client.call_tool("grow", {"name": "fresh"})) == ["added fresh"]
+                with anyio.fail_after(60):  # a guard against a hang, not a measure
+                    event = await events.__anext__()
+            assert type(event).__name__ == "ToolsListChanged"
+            after = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+            assert "fresh" in after
+            assert texts(await client.call_tool("fresh", {})) == ["fresh was added"]
+
+    run(scenario)

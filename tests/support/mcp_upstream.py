@@ -109,6 +109,19 @@ def embedded_audio() -> types.CallToolResult:
     )
 
 
+@server.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Adds a tool named `name` and tells the client the tool list changed."""
+
+    def added() -> str:
+        return f"{name} was added"
+
+    server.add_tool(added, name=name, description="Added at run time.")
+    await ctx.notify_tools_changed()  # subscriptions/listen streams (2026-07-28)
+    await ctx.session.send_tool_list_changed()  # clients of earlier protocol versions
+    return f"added {name}"
+
+
 @server.resource("drive://files/{name}")
 def drive_file(name: str) -> str:
     """A file of the drive, by name (a resource template)."""

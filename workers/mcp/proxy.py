@@ -22,7 +22,14 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
 
 from pipelines.errors import InvalidToolResult
 from pipelines.render import unprocessed_note
@@ -50,6 +57,7 @@ class Proxy:
         self._resource_owner: dict[str, str] = {}
         self._link_mimes: OrderedDict[str, str] = OrderedDict()  # links handed out: their MIME
         self._sessions: list[Any] = []  # downstream sessions, for list-changed notifications
+        self._events = InMemorySubscriptionBus()  # and the subscriptions/listen streams
         self.server: Server[Any] = Server(
             "mcp-media",
             instructions=(
@@ -63,6 +71,7 @@ class Proxy:
             on_read_resource=self.read_resource,
             on_list_prompts=self.list_prompts,
             on_get_prompt=self.get_prompt,
+            on_subscriptions_listen=ListenHandler(self._events),
         )
 
     def initialization_options(self) -> Any:
@@ -301,18 +310,23 @@ class Proxy:
             raise
 
     async def _upstream_message(self, name: str, message: Any) -> None:
-        """Forward an upstream's list-changed notifications to our clients."""
+        """Forward an upstream's list changes to our clients: as an event on their
+        `subscriptions/listen` streams (2026-07-28) and as a notification (earlier versions)."""
         root = getattr(message, "root", message)
         method = getattr(root, "method", "")
-        send = {
-            "notifications/tools/list_changed": "send_tool_list_changed",
-            "notifications/resources/list_changed": "send_resource_list_changed",
-            "notifications/prompts/list_changed": "send_prompt_list_changed",
-        }.get(method)
-        if send is None:
+        send, event = _CHANGES.get(method, (None, None))
+        if send is None or event is None:
             return
+        await self._events.publish(event())
         for session in list(self._sessions):
             try:
                 await getattr(session, send)()
             except Exception:  # that client is gone
                 self._sessions.remove(session)
+
+
+_CHANGES: dict[str, tuple[str, Callable[[], ServerEvent]]] = {
+    "notifications/tools/list_changed": ("send_tool_list_changed", ToolsListChanged),
+    "notifications/resources/list_changed": ("send_resource_list_changed", ResourcesListChanged),
+    "notifications/prompts/list_changed": ("send_prompt_list_changed", PromptsListChanged),
+}

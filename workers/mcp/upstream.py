@@ -20,6 +20,8 @@ from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared.subscriptions import event_to_notification
 
 log = logging.getLogger("mcp_media.proxy")
 
@@ -221,7 +223,10 @@ class Upstream:
                     up_since = anyio.current_time()
                     self._closed = anyio.Event()
                     self._ready.set()
-                    await self._broken.wait()
+                    async with anyio.create_task_group() as watch:
+                        watch.start_soon(self._listen, client)
+                        await self._broken.wait()
+                        watch.cancel_scope.cancel()
             except Exception as exc:  # a spawn failure, a crash, a refused connection
                 self.error = _reason(exc)
                 log.warning("upstream %s is down: %s", self.name, self.error)
@@ -276,6 +281,20 @@ class Upstream:
         self._stopping = True
         self._wanted.set()
         self._broken.set()
+
+    async def _listen(self, client: Client) -> None:
+        """Change events of a 2026-07-28 upstream come on a `subscriptions/listen` stream;
+        earlier versions send list-changed notifications, which reach `_handle`."""
+        try:
+            async with client.listen(
+                tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+            ) as events:
+                async for event in events:
+                    await self._on_message(self.name, event_to_notification(event, {}))
+        except ListenNotSupportedError:
+            return
+        except Exception as exc:  # no change events from this one; its calls still work
+            log.info("upstream %s: no change events (%s)", self.name, _reason(exc))
 
     async def _handle(self, message: Any) -> None:
         if isinstance(message, Exception):
