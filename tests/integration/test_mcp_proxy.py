@@ -539,3 +539,61 @@ def test_a_list_changed_notification_reaches_the_client(cluster: Cluster) -> Non
             assert texts(await client.call_tool("fresh", {})) == ["fresh was added"]
 
     run(scenario)
+
+
+@pytest.fixture
+def speech_home(cluster: Cluster, models_home: Path) -> Cluster:
+    """The cluster's home sees the prepared speech models."""
+    cluster.home.mkdir(parents=True, exist_ok=True)
+    (cluster.home / "models").symlink_to(models_home / "models")
+    return cluster
+
+
+@pytest.mark.models
+def test_speak_and_transcribe_audio_over_mcp(speech_home: Cluster) -> None:
+    """speak gives an Ogg/Opus voice note (AudioContent) and its MEDIA: path; transcribe_audio
+    of its mcp-media:// URI gives text, srt, vtt and segments; both declare an output schema
+    (which the client checks structuredContent against) and annotations."""
+    sentence = "The invoice was paid on Monday."
+
+    async def scenario() -> None:
+        async with proxied(speech_home, "--inline", *wrap()) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            for name in ("speak", "transcribe_audio"):
+                assert tools[name].output_schema is not None, name
+                assert tools[name].annotations is not None, name
+            hints = tools["transcribe_audio"].annotations
+            assert hints is not None and hints.read_only_hint is True
+
+            spoken = await client.call_tool("speak", {"text": sentence, "wait": 300})
+            assert not spoken.is_error and kinds(spoken) == ["audio", "text"]
+            audio = spoken.content[0]
+            assert isinstance(audio, types.AudioContent) and audio.mime_type == "audio/ogg"
+            data = base64.b64decode(audio.data)
+            assert data.startswith(b"OggS") and b"OpusHead" in data[:200]
+            structured = spoken.structured_content
+            assert structured is not None and structured["status"] == "done"
+            assert structured["format"] == "ogg" and structured["duration_s"] > 0.5
+            path = Path(structured["path"])
+            assert f"MEDIA:{path}" in texts(spoken)[0]
+            assert path.read_bytes() == data and path.suffix == ".ogg"
+
+            uri = f"mcp-media://media/{path.name.split('.')[0]}"
+            shown: dict[str, str] = {}
+            for fmt in ("text", "srt", "vtt", "segments"):
+                got = await client.call_tool(
+                    "transcribe_audio", {"audio": uri, "format": fmt, "wait": 300}
+                )
+                assert not got.is_error, texts(got)
+                assert got.structured_content is not None
+                assert got.structured_content["status"] == "done"
+                assert "paid on monday" in got.structured_content["text"].lower()
+                assert got.structured_content["language"] == "en"
+                assert got.structured_content["segments"][0]["start"] == 0.0
+                (shown[fmt],) = texts(got)
+            assert "paid on monday" in shown["text"].lower()
+            assert shown["srt"].startswith("1\n00:00:00,000 --> ")
+            assert shown["vtt"].startswith("WEBVTT")
+            assert shown["segments"].startswith("[0.00-") and "paid" in shown["segments"]
+
+    run(scenario)
