@@ -10,12 +10,13 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from tests.integration.conftest import ROOT, Cluster
@@ -27,14 +28,17 @@ UPSTREAM = [sys.executable, "-m", "tests.support.mcp_upstream"]
 
 
 @asynccontextmanager
-async def proxied(cluster: Cluster, *args: str, **env: str) -> AsyncIterator[Client]:
+async def proxied(
+    cluster: Cluster, *args: str, errlog: TextIO | None = None, **env: str
+) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "workers.cli.main", "proxy", *args],
         env=cluster.env(PYTHONPATH=str(ROOT), **env),
         cwd=str(ROOT),
     )
-    async with Client(params, read_timeout_seconds=120) as client:
+    server = params if errlog is None else stdio_client(params, errlog=errlog)
+    async with Client(server, read_timeout_seconds=120) as client:
         yield client
 
 
@@ -242,8 +246,8 @@ def test_an_sdk_1x_upstream_negotiates_and_its_image_is_rewritten(
 
 def test_hostile_upstream_cannot_stop_the_proxy(cluster: Cluster) -> None:
     async def scenario() -> None:
-        limit = {"MCP_MEDIA_MAX_BLOB_BYTES": str(1024 * 1024)}
-        async with proxied(cluster, "--inline", *wrap(), **limit) as client:
+        limit = str(1024 * 1024)
+        async with proxied(cluster, "--inline", *wrap(), MCP_MEDIA_MAX_BLOB_BYTES=limit) as client:
             # Never answers: the caller gives up; the proxy keeps serving other calls.
             with pytest.raises(MCPError), anyio.fail_after(60):
                 await client.call_tool("hang", {}, read_timeout_seconds=2)
@@ -320,13 +324,20 @@ def test_a_large_embedded_document_becomes_a_link_that_reads_back(cluster: Clust
     run(scenario)
 
 
-def test_an_unreachable_broker_never_loses_the_tool_result(cluster: Cluster) -> None:
+def test_an_unreachable_broker_never_loses_the_tool_result(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     from tests.support.net import free_port
 
     dead = f"redis://127.0.0.1:{free_port()}/0"
+    stderr = tmp_path / "proxy.stderr"
 
     async def scenario() -> None:
-        async with proxied(cluster, *wrap(), MCP_MEDIA_REDIS_URL=dead) as client:
+        with stderr.open("w") as errlog:
+            await use(errlog)
+
+    async def use(errlog: TextIO) -> None:
+        async with proxied(cluster, *wrap(), errlog=errlog, MCP_MEDIA_REDIS_URL=dead) as client:
             result = await client.call_tool("screenshot", {})
             assert not result.is_error
             assert kinds(result) == ["text", "image", "text"]
@@ -338,6 +349,8 @@ def test_an_unreachable_broker_never_loses_the_tool_result(cluster: Cluster) -> 
             assert texts(await client.call_tool("who", {})) == ["upstream"]
 
     run(scenario)
+    logged = stderr.read_text()
+    assert "result of screenshot forwarded unprocessed: ConnectionError" in logged
 
 
 def test_speak_with_wait_zero_answers_at_once(cluster: Cluster) -> None:
