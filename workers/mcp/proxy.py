@@ -6,7 +6,9 @@ ingest and comes back rewritten as the media policies say (`pipelines.rewrite`),
 `structuredContent` and `isError` unchanged. Cached media are served as
 `mcp-media://media/<sha256>` resources, and mcp-media's own tools sit beside the upstreams'.
 Upstream errors reach the client as errors; an upstream that crashes gives an `isError`
-result and is started again on the next call.
+result and is started again on the next call. Upstream lists are followed page by page,
+and their changes reach the clients (`subscriptions/listen`, or notifications on earlier
+protocol versions). A result that cannot be processed is forwarded as it came, with a note.
 """
 
 from __future__ import annotations
