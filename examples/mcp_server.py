@@ -54,6 +54,9 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+REPORT_PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+
+
 class Stats(BaseModel):
     files: int
     bytes_used: int
@@ -81,13 +84,12 @@ def voice_note() -> types.CallToolResult:
 @server.tool()
 def report() -> types.CallToolResult:
     """The quarterly report, embedded as a PDF."""
-    pdf = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
     return types.CallToolResult(
         content=[
             types.EmbeddedResource(
                 type="resource",
                 resource=types.BlobResourceContents(
-                    uri="drive://reports/q3.pdf", mime_type="application/pdf", blob=_b64(pdf)
+                    uri="drive://reports/q3.pdf", mime_type="application/pdf", blob=_b64(REPORT_PDF)
                 ),
             )
         ]

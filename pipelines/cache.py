@@ -224,6 +224,23 @@ class MediaCache:
                     return CachedFile(kind, path, sha256, st.st_size, st.st_mtime)
         return None
 
+    def find_document(self, sha256: str) -> CachedFile | None:
+        """The cached document with this content hash: documents keep their own (safe) name
+        under a folder named by the hash prefix, so each file there is hashed to be sure."""
+        if len(sha256) != 64 or not set(sha256) <= _HEX:
+            return None
+        folder = self.folder(MediaKind.DOCUMENT) / sha256[:16]
+        if folder.is_symlink() or not folder.is_dir():
+            return None
+        for path in sorted(folder.iterdir()):
+            if path.name.startswith(".") or path.is_symlink() or not path.is_file():
+                continue
+            st = path.lstat()
+            if st.st_size > self.limits.max_blob_bytes or _file_sha256(path) != sha256:
+                continue
+            return CachedFile(MediaKind.DOCUMENT, path, sha256, st.st_size, st.st_mtime)
+        return None
+
     def iter_stored(self, kind: MediaKind) -> Iterator[CachedFile]:
         """Content-addressed files of one kind, from the disk (not from any index)."""
         if kind is MediaKind.DOCUMENT:
@@ -346,6 +363,17 @@ class MediaCache:
         parent = Path(os.path.realpath(path.parent if path != self.root else path))
         if parent != root and root not in parent.parents:
             raise BlobError(MarkerReason.CACHE_ERROR, "cache error: path escapes the cache")
+
+
+def _file_sha256(path: Path) -> str | None:
+    hasher = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1024 * 1024), b""):
+                hasher.update(chunk)
+    except OSError:
+        return None
+    return hasher.hexdigest()
 
 
 _MIME_TOKEN = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")

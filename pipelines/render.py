@@ -306,6 +306,14 @@ def marker(m: Marker, block_type: str) -> str:
     return f"[MCP {block_type} block {m.block} not available: {m.message}]"
 
 
+def unprocessed_note(reason: str) -> str:
+    """The text block added to a tool result the door forwards unprocessed (fail-open)."""
+    return (
+        f"[mcp-media could not process this tool result ({one_line(reason)}); "
+        "it is forwarded as the tool returned it]"
+    )
+
+
 _WRAPPERS = {
     "vision.summarize": ("Image summary", "image", "summary"),
     "audio.transcribe": ("Audio transcript", "audio", "transcript"),

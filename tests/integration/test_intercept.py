@@ -93,3 +93,20 @@ def test_link_is_not_offered_where_nothing_serves_links(cluster: Cluster) -> Non
         check=False,
     )
     assert proc.returncode == 2 and b"invalid choice: 'link'" in proc.stderr
+
+
+def test_an_unreachable_broker_never_loses_the_tool_result(cluster: Cluster) -> None:
+    from tests.support.net import free_port
+
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    payload = wrapped_image_result()
+    out, stderr = intercept(cluster, payload, "--images", "text", MCP_MEDIA_REDIS_URL=dead)
+    original = json.loads(payload)
+    assert out["jsonrpc"] == "2.0" and out["id"] == 9
+    content = out["result"]["content"]
+    assert content[:-1] == original["result"]["content"]  # the image as it came, not text
+    assert content[-1]["type"] == "text"
+    assert "could not process this tool result" in content[-1]["text"]
+    assert "ConnectionError" in content[-1]["text"]
+    assert out["result"]["isError"] is False
+    assert "not processed (ConnectionError" in stderr

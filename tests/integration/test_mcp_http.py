@@ -160,3 +160,88 @@ def test_a_busy_port_is_refused_in_one_line(cluster: Cluster) -> None:
         proc = cluster.cli("mcp", "--http", f"127.0.0.1:{port}", timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "cannot listen" in proc.stderr
+
+
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+ACCEPT = "application/json, text/event-stream"
+
+
+def test_a_loopback_bind_refuses_a_foreign_host(http_door: tuple[str, str]) -> None:
+    url, token = http_door
+    port = url.split(":")[2].split("/")[0]
+    for host in (f"evil.example:{port}", f"192.168.1.20:{port}"):
+        response = httpx2.post(
+            url,
+            json=TOOLS_LIST,
+            headers={"Authorization": f"Bearer {token}", "Host": host, "Accept": ACCEPT},
+            timeout=10,
+        )
+        assert response.status_code == 421, host
+
+
+def test_a_body_over_the_cap_is_refused(http_door: tuple[str, str]) -> None:
+    url, token = http_door
+    padding = "x" * (4 * 1024 * 1024 + 1)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_pad": padding}}
+    response = httpx2.post(
+        url,
+        json=body,
+        headers={"Authorization": f"Bearer {token}", "Accept": ACCEPT},
+        timeout=30,
+    )
+    assert response.status_code == 413
+
+
+def test_a_wildcard_bind_with_a_token_serves_the_machine_addresses(cluster: Cluster) -> None:
+    port = free_port()
+    token = "wildcard-token-0123456789"
+    log = Path(cluster.home) / "mcp-wildcard.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = ["mcp", "--inline", "--http", f"0.0.0.0:{port}", "--token", token]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli.main", *argv],
+            cwd=ROOT,
+            env=cluster.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )
+    try:
+        wait_for_port(port, proc, log)
+        url = f"http://127.0.0.1:{port}/mcp"
+
+        async def scenario() -> None:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+            async with http, Client(streamable_http_client(url, http_client=http)) as client:
+                status = await client.call_tool("media_status", {})
+                assert status.structured_content == {"mode": "inline", "queues": {}}
+
+        anyio.run(scenario)
+
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "probe", "version": "1"},
+            },
+        }
+
+        def post(body: object = initialize, **headers: str) -> int:
+            sent = {"Authorization": f"Bearer {token}", "Accept": ACCEPT, **headers}
+            return httpx2.post(url, json=body, headers=sent, timeout=30).status_code
+
+        assert post(Host=f"localhost:{port}") == 200
+        assert post(Host="192.0.2.7:9000") == 200  # an address a NAT forwards from
+        assert post(Origin=f"http://127.0.0.1:{port}") == 200  # same origin
+        assert post(Origin="http://evil.example") == 403
+        assert post(Host=f"evil.example:{port}", Origin=f"http://evil.example:{port}") == 421
+        padding = "x" * (4 * 1024 * 1024 + 1)
+        assert post({**initialize, "params": {"_pad": padding}}) == 413
+        unauthenticated = httpx2.post(url, json=TOOLS_LIST, headers={"Accept": ACCEPT}, timeout=10)
+        assert unauthenticated.status_code == 401
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

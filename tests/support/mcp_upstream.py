@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from examples.mcp_server import server
-from tests.support.factories import png_bytes
+from tests.support.factories import b64, png_bytes, wav_bytes
 
 
 @server.tool()
@@ -91,6 +91,47 @@ def huge(megabytes: int) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.ImageContent(type="image", data=data, mime_type="image/png")]
     )
+
+
+@server.tool()
+def embedded_audio() -> types.CallToolResult:
+    """A voice clip embedded as a resource (a WAV blob), not as an audio block."""
+    return types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="The clip."),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(
+                    uri="mic://clips/1.wav", mime_type="audio/wav", blob=b64(wav_bytes())
+                ),
+            ),
+        ]
+    )
+
+
+@server.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Adds a tool named `name` and tells the client the tool list changed."""
+
+    def added() -> str:
+        return f"{name} was added"
+
+    server.add_tool(added, name=name, description="Added at run time.")
+    await ctx.notify_tools_changed()  # subscriptions/listen streams (2026-07-28)
+    await ctx.session.send_tool_list_changed()  # clients of earlier protocol versions
+    return f"added {name}"
+
+
+@server.resource("drive://files/{name}")
+def drive_file(name: str) -> str:
+    """A file of the drive, by name (a resource template)."""
+    return f"contents of {name}"
+
+
+@server.prompt()
+def review(path: str, tone: str = "short") -> str:
+    """Ask for a review of one file."""
+    return f"Review {path}, {tone}."
 
 
 NAME = sys.argv[sys.argv.index("--name") + 1] if "--name" in sys.argv else "upstream"

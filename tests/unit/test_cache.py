@@ -110,6 +110,19 @@ def test_pdf_round_trips_byte_for_byte_with_its_name(cache: MediaCache) -> None:
     assert stored.size == len(PDF)
 
 
+def test_documents_are_found_by_their_hash_and_only_by_it(cache: MediaCache) -> None:
+    stored = cache.store_bytes(PDF, MediaKind.DOCUMENT, mime="application/pdf", name="q3.pdf")
+    assert cache.find(stored.sha256) is None  # images and audio only
+    found = cache.find_document(stored.sha256)
+    assert found is not None and found.path == stored.path and found.size == len(PDF)
+    # Another file under the same prefix folder (another name, other bytes) is not it.
+    (stored.path.parent / "a-first.pdf").write_bytes(b"%PDF-1.4 other")
+    again = cache.find_document(stored.sha256)
+    assert again is not None and again.path == stored.path
+    assert cache.find_document(stored.sha256[:16] + "0" * 48) is None
+    assert cache.find_document("../" + stored.sha256[3:]) is None
+
+
 def test_permissions_are_private(cache: MediaCache) -> None:
     stored = cache.store_bytes(png_bytes(), MediaKind.IMAGE)
     assert stat.S_IMODE(stored.path.stat().st_mode) == 0o600

@@ -7,10 +7,12 @@ import json
 import sys
 from typing import Any
 
+from pipelines.blocks import unwrap_result
 from pipelines.errors import InvalidToolResult
+from pipelines.render import unprocessed_note
 from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
 from workers.cli.common import CliError, print_json
-from workers.mcp.rewriter import DoorOptions, MediaRewriter
+from workers.mcp.rewriter import DoorOptions, MediaRewriter, failure_reason
 from workers.settings import Settings
 
 
@@ -57,20 +59,42 @@ def cmd_intercept(args: argparse.Namespace, settings: Settings) -> int:
         sys.stderr.write(f"mcp-media intercept: input is not JSON ({exc}); passed through\n")
         sys.stdout.buffer.write(raw)
         return 0
-    rewriter = MediaRewriter(settings, door_options(args))
+    rewriter: MediaRewriter | None = None
     try:
         try:
-            rewritten = rewriter.rewrite(original)
+            rewriter = MediaRewriter(settings, door_options(args))
+            answer = rewrap(original, rewriter.rewrite(original))
         except InvalidToolResult as exc:
             sys.stderr.write(f"mcp-media intercept: {exc}; passed through\n")
             sys.stdout.buffer.write(raw)
             return 0
-        print_json(rewrap(original, rewritten))
+        except Exception as exc:  # the broker, the disk, a bug: still never lose a result
+            reason = failure_reason(exc)
+            sys.stderr.write(f"mcp-media intercept: not processed ({reason}); passed through\n")
+            unprocessed = _with_note(original, unprocessed_note(reason))
+            if unprocessed is None:
+                sys.stdout.buffer.write(raw)
+                return 0
+            answer = unprocessed
+        print_json(answer)
         sys.stdout.flush()
         sys.stdout.close()  # the caller has its answer; jobs still running here finish first
     finally:
-        rewriter.close(finish_jobs=True)
+        if rewriter is not None:
+            rewriter.close(finish_jobs=True)
     return 0
+
+
+def _with_note(original: Any, note: str) -> dict[str, Any] | None:
+    """`original` as it came plus a text block `note`, or None if it has no content list."""
+    try:
+        result = unwrap_result(original)
+    except InvalidToolResult:
+        return None
+    content = result.get("content")
+    if not isinstance(content, list) or not isinstance(original, dict):
+        return None
+    return rewrap(original, {**result, "content": [*content, {"type": "text", "text": note}]})
 
 
 def add_server_flags(p: argparse.ArgumentParser) -> None:

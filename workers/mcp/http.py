@@ -1,14 +1,20 @@
 """The MCP door over streamable HTTP: loopback by default, a bearer token always.
 
 The token is given, or generated once and kept 0600 in `$MCP_MEDIA_HOME/mcp-token`; a
-non-loopback address is refused unless a token is given explicitly. The SDK's transport
-security checks Host and Origin (DNS rebinding) and caps request bodies.
+non-loopback address is refused unless a token is given explicitly. Request bodies are
+capped. On loopback the SDK's transport security allows only loopback names as Host and
+Origin (DNS rebinding); off loopback (an address or a wildcard such as 0.0.0.0) the Host
+must be an IP address or this machine's name, at any port, and an Origin must be the one the
+request was sent to (`check_host_and_origin`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import ipaddress
 import json
+import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -69,12 +75,89 @@ def require_bearer(app: ASGIApp, token: str) -> ASGIApp:
 
 
 def security_for(host: str, port: int) -> TransportSecuritySettings:
-    names = ["127.0.0.1", "localhost", "[::1]"] if is_loopback(host) else [host]
+    """The SDK's Host/Origin lists for a loopback bind (DNS-rebinding protection). Off
+    loopback the SDK's check is off and `check_host_and_origin` applies instead."""
+    if not is_loopback(host):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    names = ["127.0.0.1", "localhost", "[::1]"]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{name}:{port}" for name in names],
         allowed_origins=[f"http://{name}:{port}" for name in names],
     )
+
+
+def machine_names() -> frozenset[str]:
+    """The names of this machine a client may use off loopback (lower case)."""
+    names = {"localhost", socket.gethostname().lower()}
+    with contextlib.suppress(OSError):
+        names.add(socket.getfqdn().lower())
+    return frozenset(name for name in names if name)
+
+
+def split_host(value: str) -> tuple[str, str] | None:
+    """A Host header as (host, port); None when it is not `host[:port]`."""
+    if value.startswith("["):
+        inside, sep, rest = value[1:].partition("]")
+        if not sep or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        return inside, rest[1:]
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        return value, ""
+    return (host, port) if port.isdigit() and ":" not in host else None
+
+
+def host_names_machine(value: str, names: frozenset[str]) -> bool:
+    """An IP address literal (an address of this machine, or one a NAT or a published
+    container port forwards from), or one of this machine's names; any port."""
+    parts = split_host(value.strip().lower())
+    if parts is None or not parts[0]:
+        return False
+    host = parts[0]
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host.rstrip(".") in names
+    return True
+
+
+def check_host_and_origin(app: ASGIApp, names: frozenset[str] | None = None) -> ASGIApp:
+    """Off loopback: the Host must name this machine (421), and an Origin, when a browser
+    sends one, must be the origin the request was sent to (403). DNS rebinding needs a name
+    the attacker controls: an address or this machine's own name cannot be one, and the
+    bearer token, which no web page has, guards every request besides."""
+    known = names if names is not None else machine_names()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            host = headers.get(b"host", b"").decode("latin-1")
+            origin = headers.get(b"origin")
+            refusal = None
+            if not host_names_machine(host, known):
+                refusal = 421, "Invalid Host header"
+            elif origin is not None and not _same_origin(origin.decode("latin-1"), host):
+                refusal = 403, "Invalid Origin header"
+            if refusal is not None:
+                status, text = refusal
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": text.encode()})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    scheme, sep, netloc = origin.strip().lower().partition("://")
+    return bool(sep) and scheme in ("http", "https") and netloc == host.strip().lower()
 
 
 async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
@@ -85,8 +168,9 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
         transport_security=security_for(host, port),
         max_request_body_size=MAX_BODY_BYTES,
     )
+    checked: ASGIApp = app if is_loopback(host) else check_host_and_origin(app)
     config = uvicorn.Config(
-        require_bearer(app, token), host=host, port=port, log_level="warning", lifespan="on"
+        require_bearer(checked, token), host=host, port=port, log_level="warning", lifespan="on"
     )
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tasks:

@@ -6,14 +6,17 @@ ingest and comes back rewritten as the media policies say (`pipelines.rewrite`),
 `structuredContent` and `isError` unchanged. Cached media are served as
 `mcp-media://media/<sha256>` resources, and mcp-media's own tools sit beside the upstreams'.
 Upstream errors reach the client as errors; an upstream that crashes gives an `isError`
-result and is started again on the next call.
+result and is started again on the next call. Upstream lists are followed page by page,
+and their changes reach the clients (`subscriptions/listen`, or notifications on earlier
+protocol versions). A result that cannot be processed is forwarded as it came, with a note.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -21,11 +24,19 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
 
 from pipelines.errors import InvalidToolResult
+from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
-from workers.mcp.rewriter import MediaRewriter
+from workers.mcp.rewriter import MediaRewriter, failure_reason
 from workers.mcp.tools import OwnTools, error_result
 from workers.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
 
@@ -33,6 +44,8 @@ log = logging.getLogger("mcp_media.proxy")
 SEPARATOR = "__"
 # Blocks the rewrite forwards as they come: a result of only these is passed through.
 PLAIN_BLOCKS = frozenset({"text", "resource_link"})
+REMEMBERED_LINKS = 10_000
+MAX_PAGES = 100  # pages of an upstream's list followed, against a cursor that never ends
 
 
 class Proxy:
@@ -44,7 +57,9 @@ class Proxy:
         self.upstreams = {spec.name: Upstream(spec, self._upstream_message) for spec in specs}
         self.prefixed = len(self.upstreams) > 1
         self._resource_owner: dict[str, str] = {}
+        self._link_mimes: OrderedDict[str, str] = OrderedDict()  # links handed out: their MIME
         self._sessions: list[Any] = []  # downstream sessions, for list-changed notifications
+        self._events = InMemorySubscriptionBus()  # and the subscriptions/listen streams
         self.server: Server[Any] = Server(
             "mcp-media",
             instructions=(
@@ -58,6 +73,7 @@ class Proxy:
             on_read_resource=self.read_resource,
             on_list_prompts=self.list_prompts,
             on_get_prompt=self.get_prompt,
+            on_subscriptions_listen=ListenHandler(self._events),
         )
 
     def initialization_options(self) -> Any:
@@ -111,10 +127,10 @@ class Proxy:
         self._remember(ctx)
         tools: list[types.Tool] = []
         for upstream, client in await self._each():
-            listed = await self._guard(upstream, client.list_tools())
+            listed = await self._pages(upstream, client.list_tools, "tools")
             tools += [
                 tool.model_copy(update={"name": self._public(upstream.name, tool.name)})
-                for tool in listed.tools
+                for tool in listed
             ]
         taken = {tool.name for tool in tools}
         tools += [tool for tool in self.tools.definitions() if tool.name not in taken]
@@ -143,12 +159,14 @@ class Proxy:
             result = await client.call_tool(name, arguments, progress_callback=progress)
         except MCPError as exc:
             if exc.code != types.CONNECTION_CLOSED:
+                upstream.succeeded()  # it answered
                 raise  # the upstream's own error, as it sent it
             upstream.broken(exc.message)
             return error_result(
                 f"upstream {upstream.name!r} stopped while running {name!r} ({exc.message}); "
                 "it is started again on the next call"
             )
+        upstream.succeeded()
         if all(block.type in PLAIN_BLOCKS for block in result.content):
             return result  # nothing to rewrite: skip the ingest round trip
         raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -157,7 +175,25 @@ class Proxy:
         except InvalidToolResult as exc:  # forwarded as it came: never lose a result
             log.warning("result of %s not rewritten: %s", params.name, exc)
             return result
+        except Exception as exc:  # the broker, the disk, a bug: still never lose a result
+            reason = failure_reason(exc)
+            log.error("result of %s forwarded unprocessed: %s", params.name, reason, exc_info=exc)
+            note = types.TextContent(type="text", text=unprocessed_note(reason))
+            return result.model_copy(update={"content": [*result.content, note]})
+        self._remember_links(rewritten.get("content", []))
         return types.CallToolResult.model_validate(rewritten)
+
+    def _remember_links(self, blocks: Sequence[Any]) -> None:
+        """The MIME type of each mcp-media:// link handed out, for resources/read to repeat."""
+        for block in blocks:
+            if not isinstance(block, Mapping) or block.get("type") != "resource_link":
+                continue
+            uri, mime = block.get("uri"), block.get("mimeType")
+            if isinstance(uri, str) and uri.startswith(MEDIA_URI_PREFIX) and isinstance(mime, str):
+                self._link_mimes[uri] = mime
+                self._link_mimes.move_to_end(uri)
+                if len(self._link_mimes) > REMEMBERED_LINKS:
+                    self._link_mimes.popitem(last=False)
 
     async def _upstream_has(self, routed: tuple[Upstream, str]) -> bool:
         upstream, name = routed
@@ -174,10 +210,10 @@ class Proxy:
         self._remember(ctx)
         resources: list[types.Resource] = []
         for upstream, client in await self._each():
-            listed = await self._guard(upstream, client.list_resources())
-            for resource in listed.resources:
+            listed = await self._pages(upstream, client.list_resources, "resources")
+            for resource in listed:
                 self._resource_owner[str(resource.uri)] = upstream.name
-            resources += listed.resources
+            resources += listed
         return types.ListResourcesResult(resources=resources)
 
     async def list_resource_templates(
@@ -185,8 +221,9 @@ class Proxy:
     ) -> types.ListResourceTemplatesResult:
         templates: list[types.ResourceTemplate] = []
         for upstream, client in await self._each():
-            listed = await self._guard(upstream, client.list_resource_templates())
-            templates += listed.resource_templates
+            templates += await self._pages(
+                upstream, client.list_resource_templates, "resource_templates"
+            )
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
     async def read_resource(
@@ -201,7 +238,9 @@ class Proxy:
         for upstream in candidates:
             try:
                 client = await upstream.session()
-                return await client.read_resource(uri)
+                read = await client.read_resource(uri)
+                upstream.succeeded()
+                return read
             except UpstreamDown as exc:
                 last = MCPError(types.INTERNAL_ERROR, str(exc))
             except MCPError as exc:
@@ -212,7 +251,8 @@ class Proxy:
         found = self.tools.cached(uri.removeprefix(MEDIA_URI_PREFIX))
         if found is None:
             raise MCPError(types.INVALID_PARAMS, f"no cached media {uri}")
-        path, mime = found
+        path, guessed = found
+        mime = self._link_mimes.get(uri, guessed)
         blob = base64.b64encode(path.read_bytes()).decode()
         contents = types.BlobResourceContents(uri=uri, mime_type=mime, blob=blob)
         return types.ReadResourceResult(contents=[contents])
@@ -222,10 +262,10 @@ class Proxy:
     async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
         prompts: list[types.Prompt] = []
         for upstream, client in await self._each():
-            listed = await self._guard(upstream, client.list_prompts())
+            listed = await self._pages(upstream, client.list_prompts, "prompts")
             prompts += [
                 prompt.model_copy(update={"name": self._public(upstream.name, prompt.name)})
-                for prompt in listed.prompts
+                for prompt in listed
             ]
         return types.ListPromptsResult(prompts=prompts)
 
@@ -240,9 +280,28 @@ class Proxy:
             client = await upstream.session()
         except UpstreamDown as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
-        return await client.get_prompt(name, params.arguments)
+        prompt = await client.get_prompt(name, params.arguments)
+        upstream.succeeded()
+        return prompt
 
     # upstream events
+
+    async def _pages(
+        self, upstream: Upstream, fetch: Callable[..., Awaitable[Any]], field: str
+    ) -> list[Any]:
+        """Every item of an upstream's paginated list, following its cursors (MAX_PAGES)."""
+        items: list[Any] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await self._guard(upstream, fetch(cursor=cursor))
+            items += getattr(page, field)
+            cursor = page.next_cursor
+            if not cursor:
+                return items
+        log.warning(
+            "upstream %s: %s listed from the first %d pages only", upstream.name, field, MAX_PAGES
+        )
+        return items
 
     async def _guard(self, upstream: Upstream, call: Any) -> Any:
         try:
@@ -253,18 +312,23 @@ class Proxy:
             raise
 
     async def _upstream_message(self, name: str, message: Any) -> None:
-        """Forward an upstream's list-changed notifications to our clients."""
+        """Forward an upstream's list changes to our clients: as an event on their
+        `subscriptions/listen` streams (2026-07-28) and as a notification (earlier versions)."""
         root = getattr(message, "root", message)
         method = getattr(root, "method", "")
-        send = {
-            "notifications/tools/list_changed": "send_tool_list_changed",
-            "notifications/resources/list_changed": "send_resource_list_changed",
-            "notifications/prompts/list_changed": "send_prompt_list_changed",
-        }.get(method)
-        if send is None:
+        send, event = _CHANGES.get(method, (None, None))
+        if send is None or event is None:
             return
+        await self._events.publish(event())
         for session in list(self._sessions):
             try:
                 await getattr(session, send)()
             except Exception:  # that client is gone
                 self._sessions.remove(session)
+
+
+_CHANGES: dict[str, tuple[str, Callable[[], ServerEvent]]] = {
+    "notifications/tools/list_changed": ("send_tool_list_changed", ToolsListChanged),
+    "notifications/resources/list_changed": ("send_resource_list_changed", ResourcesListChanged),
+    "notifications/prompts/list_changed": ("send_prompt_list_changed", PromptsListChanged),
+}

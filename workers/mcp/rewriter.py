@@ -38,6 +38,12 @@ MCP_FETCH = "the media_result tool (id {id})"
 INLINE_WORKERS = 2
 
 
+def failure_reason(exc: BaseException) -> str:
+    """Why a result could not be processed, in one line: the error's type and message."""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 @dataclass(frozen=True, slots=True)
 class DoorOptions:
     policy: RewritePolicy = field(default_factory=RewritePolicy)

@@ -28,7 +28,11 @@ from workers.configs import store_request, synthesis_request
 from workers.mcp.rewriter import MCP_FETCH, MediaRewriter
 
 READ_ONLY = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-WORKS = types.ToolAnnotations(read_only_hint=False, idempotent_hint=True, open_world_hint=False)
+# speak adds files to the cache (not read-only) and changes nothing else (not destructive);
+# the same text, voice and format give the same request, hence the same answer (idempotent).
+ADDS_TO_CACHE = types.ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
 _JOB_OUTPUT: dict[str, Any] = {
     "type": "object",
@@ -100,7 +104,7 @@ DEFINITIONS = [
         output_schema=_with(
             {"format": {"type": "string"}, "duration_s": {"type": ["number", "null"]}}
         ),
-        annotations=WORKS,
+        annotations=ADDS_TO_CACHE,
     ),
     types.Tool(
         name="media_result",
@@ -162,7 +166,9 @@ class OwnTools:
             return error_result(f"{name}: {exc}")
 
     def cached(self, sha256: str) -> tuple[Path, str] | None:
-        found = self.settings.media_cache().find(sha256)
+        """Any cached media by sha256, documents too: every link the door hands out."""
+        cache = self.settings.media_cache()
+        found = cache.find(sha256) or cache.find_document(sha256)
         if found is None:
             return None
         mime = mimetypes.guess_type(found.path.name)[0] or "application/octet-stream"
@@ -244,7 +250,7 @@ class OwnTools:
         params = synthesis_request(text, self.settings, fmt if isinstance(fmt, str) else None)
         request = store_request(self.settings, params)
         job = JobRequest(Capability.AUDIO_SYNTHESIZE, request.sha256, request.path)
-        handle = await self._run(job, self._wait(arguments) or 120.0)
+        handle = await self._run(job, self._wait(arguments))  # 0: answer at once
         out = handle.envelope.output if handle.envelope is not None else {}
         result = self._job_result(
             handle, {"format": params["format"], "duration_s": out.get("duration_s")}

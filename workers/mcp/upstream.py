@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -19,12 +20,15 @@ from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared.subscriptions import event_to_notification
 
 log = logging.getLogger("mcp_media.proxy")
 
 CONNECT_TIMEOUT = 30.0
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
+STABLE_AFTER = 60.0  # seconds up after which a failure starts the back-off over
 WAIT_OUT_BACKOFF = 5.0  # a call waits for a shorter back-off instead of failing
 
 
@@ -196,13 +200,19 @@ class Upstream:
         self._stopping = False
         self._retry_at = 0.0
         self._backoff = BACKOFF_START
+        self.retry_delays: deque[float] = deque(maxlen=32)  # the back-off after each failure
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     async def run(self) -> None:
-        """The session's own task: connect when wanted, hold it until broken, back off."""
+        """The session's own task: connect when wanted, hold it until broken, back off.
+
+        The back-off doubles at each failure and starts again only after a call succeeded
+        (`succeeded`) or the session stayed up STABLE_AFTER seconds: a server that starts
+        fine but crashes on every call is not restarted at the first delay each time."""
+        up_since: float | None = None
         while not self._stopping:
             await self._wanted.wait()
             try:
@@ -210,16 +220,24 @@ class Upstream:
                     _target(self.spec), message_handler=self._handle, read_timeout_seconds=None
                 ) as client:
                     self.client, self.error = client, None
-                    self._backoff = BACKOFF_START
+                    up_since = anyio.current_time()
                     self._closed = anyio.Event()
                     self._ready.set()
-                    await self._broken.wait()
+                    async with anyio.create_task_group() as watch:
+                        watch.start_soon(self._listen, client)
+                        await self._broken.wait()
+                        watch.cancel_scope.cancel()
             except Exception as exc:  # a spawn failure, a crash, a refused connection
                 self.error = _reason(exc)
                 log.warning("upstream %s is down: %s", self.name, self.error)
             finally:
                 self.client = None
-                self._retry_at = anyio.current_time() + self._backoff
+                now = anyio.current_time()
+                if up_since is not None and now - up_since >= STABLE_AFTER:
+                    self._backoff = BACKOFF_START  # it ran well for a while: a fresh failure
+                up_since = None
+                self.retry_delays.append(self._backoff)
+                self._retry_at = now + self._backoff
                 self._backoff = min(self._backoff * 2, BACKOFF_MAX)
                 self._wanted, self._broken = anyio.Event(), anyio.Event()
                 ready, self._ready = self._ready, anyio.Event()
@@ -250,6 +268,10 @@ class Upstream:
             )
         return self.client
 
+    def succeeded(self) -> None:
+        """A call was answered (a result or the upstream's own error): back-off starts over."""
+        self._backoff = BACKOFF_START
+
     def broken(self, why: str) -> None:
         """A call failed at the transport: tear the session down; the next call restarts it."""
         self.error = why[:500]
@@ -259,6 +281,20 @@ class Upstream:
         self._stopping = True
         self._wanted.set()
         self._broken.set()
+
+    async def _listen(self, client: Client) -> None:
+        """Change events of a 2026-07-28 upstream come on a `subscriptions/listen` stream;
+        earlier versions send list-changed notifications, which reach `_handle`."""
+        try:
+            async with client.listen(
+                tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+            ) as events:
+                async for event in events:
+                    await self._on_message(self.name, event_to_notification(event, {}))
+        except ListenNotSupportedError:
+            return
+        except Exception as exc:  # no change events from this one; its calls still work
+            log.info("upstream %s: no change events (%s)", self.name, _reason(exc))
 
     async def _handle(self, message: Any) -> None:
         if isinstance(message, Exception):
