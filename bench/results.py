@@ -94,22 +94,42 @@ def record(name: str, entry: Entry) -> None:
     line += f" [target {entry['target']}: {verdict}]"
     print(line, flush=True)
     if met is False:
-        MISSES.append(
-            f"{name}: {entry['target']} (value {_fmt(entry['value'])}, "
-            f"baseline {_fmt(entry['baseline'])}, ratio {_fmt(entry['ratio'])})"
-        )
+        MISSES.append(_miss_line(name, entry))
+
+
+def _miss_line(name: str, entry: Any) -> str:
+    return (
+        f"{name}: {entry['target']} (value {_fmt(entry['value'])}, "
+        f"baseline {_fmt(entry['baseline'])}, ratio {_fmt(entry['ratio'])})"
+    )
+
+
+def _missed(entry: Any) -> bool:
+    return isinstance(entry, dict) and entry.get("met") is False
 
 
 def begin_run(suites: list[str], *, fresh: bool) -> None:
-    """Start `_run`; a full run (`fresh`) drops every entry of earlier runs."""
+    """Start `_run`; a full run (`fresh`) drops every entry of earlier runs. A run of some
+    suites keeps the other suites' entries, and `_run` keeps what it said of them: each
+    suite's load and time, and `runs`, when each partial run started and what it ran."""
     data = {} if fresh else _load()
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    earlier = data.get(RUN_KEY, {}) if not fresh else {}
+    runs = [r for r in earlier.get("runs", []) if not set(r.get("suites", [])) <= set(suites)]
+    if earlier and not earlier.get("runs"):
+        runs = [{"started_at": earlier.get("started_at"), "suites": earlier.get("suites", [])}]
+        runs = [r for r in runs if not set(r["suites"]) <= set(suites)]
+    load = {k: v for k, v in earlier.get("load", {}).items() if k not in suites}
     data[RUN_KEY] = {
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "suites": suites,
+        "started_at": started,
+        "suites": sorted({*suites, *load}),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
-        "load": {},
+        "load": load,
+        "runs": [*runs, {"started_at": started, "suites": suites}],
     }
+    if earlier.get("caveat") and load:
+        data[RUN_KEY]["caveat"] = earlier["caveat"]
     _save(data)
 
 
@@ -137,6 +157,7 @@ def end_run(failed: list[str]) -> None:
     data = _load()
     run = data.setdefault(RUN_KEY, {})
     run["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    run["missed"] = list(MISSES)
+    # Every target missed by an entry in the file, this run's or a kept earlier suite's.
+    run["missed"] = sorted({*MISSES, *(_miss_line(k, v) for k, v in data.items() if _missed(v))})
     run["failed_suites"] = failed
     _save(data)
