@@ -49,7 +49,8 @@ def test_up_with_api_serves_speech_and_sigterm_stops_it(
                     break
             time.sleep(0.5)
         assert ready is not None and ready.status_code == 200, log.read_text()
-        assert f"API http://127.0.0.1:{port}/v1" in log.read_text()
+        address = f"http://127.0.0.1:{port}"
+        assert f"API {address}/v1, jobs page {address}/" in log.read_text()
         key = (cluster.home / "api-key").read_text().strip()
         api = OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
         audio = api.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCE).content

@@ -38,8 +38,8 @@ def start_all(
         given = settings.api.key.get_secret_value()
         where = "MCP_MEDIA_API__KEY" if given else str(settings.home / "api-key")
         sys.stderr.write(
-            f"mcp-media: API http://{shown}:{settings.api.port}/v1 (key: {where}; "
-            f"log {log_dir / 'serve.log'})\n"
+            f"mcp-media: API http://{shown}:{settings.api.port}/v1, jobs page "
+            f"http://{shown}:{settings.api.port}/ (key: {where}; log {log_dir / 'serve.log'})\n"
         )
     return children, broker.started
 
