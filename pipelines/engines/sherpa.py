@@ -1,14 +1,12 @@
-"""sherpa-onnx adapters: the silero VAD and the Kokoro synthesizer.
+"""sherpa-onnx adapter: the silero voice activity detector.
 
-The only module that imports `sherpa_onnx`. Constructors load models (seconds, hundreds of
-MB); call them once per worker process after fork. Callers validate model folders first
-(`pipelines.speech.stt/tts.validate_model_dir`): sherpa ends the process, without a Python
-exception, when required ONNX metadata is missing.
+The only module that imports `sherpa_onnx`. Load it once per worker process after fork.
+Callers validate the model first (`pipelines.speech.vad.validate_vad_model`): sherpa ends the
+process, without a Python exception, on a model it cannot read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -71,40 +69,3 @@ class SherpaSileroVad:
             out.append((int(segment.start), np.asarray(segment.samples, dtype=np.float32)))
             self._vad.pop()
         return out
-
-
-def _generate(
-    tts: sherpa_onnx.OfflineTts, phonemes: Sequence[str], speaker_id: int, speed: float
-) -> Samples:
-    gen = sherpa_onnx.GenerationConfig()
-    gen.sid = speaker_id
-    gen.speed = speed
-    codepoints = [[ord(ch) for ch in part] for part in phonemes if part]
-    if not codepoints:
-        return np.zeros(0, dtype=np.float32)
-    gen.phoneme_codepoints = codepoints
-    audio = tts.generate("", gen)
-    return np.asarray(audio.samples, dtype=np.float32)
-
-
-class SherpaKokoro:
-    """`Synthesizer` over `OfflineTts` for a Kokoro v1.0 folder, phonemes supplied by caller.
-
-    One model speaks every voice in ``voices.bin``; the speaker id picks the voice.
-    """
-
-    def __init__(self, model: Path, voices: Path, tokens: Path, threads: int = 1) -> None:
-        kokoro = sherpa_onnx.OfflineTtsKokoroModelConfig(
-            model=str(model), voices=str(voices), tokens=str(tokens)
-        )
-        config = sherpa_onnx.OfflineTtsConfig(
-            model=sherpa_onnx.OfflineTtsModelConfig(kokoro=kokoro, num_threads=threads),
-            max_num_sentences=1,
-        )
-        self._tts = sherpa_onnx.OfflineTts(config)
-        self.sample_rate = int(self._tts.sample_rate)
-
-    def synthesize(
-        self, phonemes: Sequence[str], speaker_id: int = 0, speed: float = 1.0
-    ) -> Samples:
-        return _generate(self._tts, phonemes, speaker_id, speed)

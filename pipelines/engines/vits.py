@@ -24,7 +24,7 @@ Samples = NDArray[np.float32]
 _PAD, _BOS, _EOS = "_", "^", "$"
 
 
-def read_token_ids(tokens: Path) -> dict[str, int]:
+def read_symbol_ids(tokens: Path) -> dict[str, int]:
     """``<symbol> <id>`` per line, as sherpa-onnx reads it (the symbol may be a space)."""
     ids: dict[str, int] = {}
     for line in tokens.read_text(encoding="utf-8").splitlines():
@@ -32,6 +32,12 @@ def read_token_ids(tokens: Path) -> dict[str, int]:
         if len(symbol) != 1 or not number.isdigit():
             raise ConfigError(f"{tokens}: {line!r} is not '<one symbol> <id>'")
         ids[symbol] = int(number)
+    return ids
+
+
+def read_token_ids(tokens: Path) -> dict[str, int]:
+    """A piper voice's symbol ids: `read_symbol_ids` with piper's ``_ ^ $`` checked."""
+    ids = read_symbol_ids(tokens)
     missing = [s for s in (_PAD, _BOS, _EOS) if s not in ids]
     if missing:
         raise ConfigError(f"{tokens} lacks piper's {' '.join(missing)} symbols")

@@ -29,8 +29,7 @@ from pipelines.speech.text_zh import prepare_zh
 
 Samples = NDArray[np.float32]
 
-# The piper metadata a voice folder must carry (sherpa-onnx, where a piper voice used to run,
-# ended the process without them; the voice's rate and speakers come from here).
+# The piper metadata a voice folder must carry (the voice's rate and speakers come from here).
 _VITS_KEYS = ("sample_rate", "n_speakers", "language", "comment")
 _KOKORO_KEYS = ("model_type", "sample_rate", "n_speakers", "has_espeak", "style_dim")
 _SILENT_PEAK = 0.02  # speech from these voices peaks near 0.5; unknown phonemes near 0.01
@@ -154,6 +153,9 @@ class KokoroFiles:
     voices: Path
     tokens: Path
     catalogue: tuple[KokoroVoice, ...]
+    sample_rate: int = 24_000
+    n_speakers: int = 1
+    style_dim: tuple[int, int, int] = (510, 1, 256)
 
     def voice(self, name: str) -> KokoroVoice:
         for voice in self.catalogue:
@@ -186,7 +188,7 @@ def read_voice_catalogue(model_dir: Path) -> tuple[KokoroVoice, ...]:
 
 
 def validate_kokoro_dir(model_dir: Path) -> KokoroFiles:
-    """Refuse, with a reason, a Kokoro folder sherpa-onnx would crash on."""
+    """Refuse, with a reason, a Kokoro folder that is incomplete or inconsistent."""
     from pipelines.onnx_metadata import read_onnx_metadata
 
     files = [model_dir / n for n in ("model.onnx", "voices.bin", "tokens.txt")]
@@ -198,8 +200,8 @@ def validate_kokoro_dir(model_dir: Path) -> KokoroFiles:
     missing = [k for k in _KOKORO_KEYS if not meta.get(k)]
     if missing:
         raise ConfigError(
-            f"{model} lacks Kokoro metadata {', '.join(missing)}: sherpa-onnx would abort the"
-            " process loading it"
+            f"{model} lacks Kokoro metadata {', '.join(missing)}: add Kokoro metadata to the"
+            " model first"
         )
     n_speakers = _int_meta(meta, "n_speakers", model)
     dims = [int(d) for d in meta["style_dim"].split(",") if d.strip().isdigit()]
@@ -209,7 +211,10 @@ def validate_kokoro_dir(model_dir: Path) -> KokoroFiles:
     catalogue = read_voice_catalogue(model_dir)
     if any(not 0 <= v.speaker_id < n_speakers for v in catalogue):
         raise ConfigError(f"{model_dir}/voices.json names a speaker beyond {n_speakers}")
-    return KokoroFiles(model, voices, tokens, catalogue)
+    sample_rate = _int_meta(meta, "sample_rate", model)
+    return KokoroFiles(
+        model, voices, tokens, catalogue, sample_rate, n_speakers, (dims[0], dims[1], dims[2])
+    )
 
 
 def _vocabulary(tokens: Path) -> list[str]:
@@ -354,7 +359,7 @@ class TextToSpeech:
 def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToSpeech:
     """Validate, then load the voice (1-2 s, ~130 MB). Default phonemizer: espeak-ng.
 
-    A piper voice runs on onnxruntime directly (`engines.vits`), Kokoro through sherpa-onnx.
+    Both run on onnxruntime directly: piper voices in `engines.vits`, Kokoro in `engines.kokoro`.
     """
     from pipelines.engines.vits import OrtVits
 
@@ -379,12 +384,20 @@ def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToS
 
 
 def _load_kokoro(config: TtsConfig, phonemizer: Phonemizer | None) -> TextToSpeech:
-    from pipelines.engines.sherpa import SherpaKokoro
+    from pipelines.engines.kokoro import OrtKokoro
 
     files = validate_kokoro_dir(config.model_dir)
     chosen = files.voice(config.voice) if config.voice else files.catalogue[0]
     voices = _Voices(files)
-    synthesizer = SherpaKokoro(files.model, files.voices, files.tokens, threads=config.threads)
+    synthesizer = OrtKokoro(
+        files.model,
+        files.voices,
+        files.tokens,
+        files.sample_rate,
+        files.n_speakers,
+        files.style_dim,
+        threads=config.threads,
+    )
     config = replace(
         config, voice=chosen.name, speaker_id=chosen.speaker_id, language=chosen.language
     )

@@ -14,7 +14,14 @@ pytestmark = pytest.mark.unit
 
 
 def _entry(value: float, target: str) -> results.Entry:
-    return {"value": value, "unit": "s", "baseline": None, "ratio": None, "target": target}
+    return {
+        "value": value,
+        "unit": "s",
+        "baseline": None,
+        "ratio": None,
+        "target": target,
+        "better": "lower",
+    }
 
 
 def test_a_partial_run_keeps_the_other_suites_entries_load_and_misses(
