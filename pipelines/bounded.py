@@ -11,6 +11,7 @@ timeouts become `DecodeRefused` with a reason; the calling process never pays fo
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -27,6 +28,7 @@ DEFAULT_ADDRESS_SPACE = 512 * 1024 * 1024
 # already bound them, and a fork costs more than decoding them (SECURITY.md has figures).
 DEFAULT_ISOLATE_ABOVE = 8 * 1024 * 1024
 _MAX_REPLY = 64 * 1024 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 # The peak RSS (VmHWM, KiB) the last child reported: for benchmarks, not for decisions.
 last_child_peak_kib: list[int] = [0]
 
@@ -145,6 +147,48 @@ def _current_address_space() -> int:
         return 0
 
 
+_MALLINFO2 = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks")
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (*_MALLINFO2, "uordblks", "fordblks")]
+    _fields_ += [("keepcost", ctypes.c_size_t)]
+
+
+def _fresh_allocations() -> None:  # pragma: no cover - runs in the child
+    """Make the cap see every allocation of the decode.
+
+    `RLIMIT_AS` counts address space, and memory the parent freed stays mapped in glibc's
+    heap: a decode served from it adds nothing to the count (after a process had loaded and
+    dropped speech models and a large image, a 147 MB decode fitted under a 16 MiB cap). The
+    child takes that free memory first, without touching it (no page is written, so it costs
+    no RSS), and sets a fixed mmap threshold, so what the decode allocates comes from new
+    mappings the cap counts.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):  # not glibc >= 2.33: its allocator is left as it is
+        return
+    mallinfo2.restype = _MallInfo2
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+    size = 1 << 30
+    for _ in range(256):  # bounded: a fragmented heap is taken in large pieces only
+        free = int(mallinfo2().fordblks)
+        if free < 64 * 1024:
+            return
+        size = min(size, free)
+        before = free
+        if not libc.malloc(size - 64):
+            return
+        if int(mallinfo2().fordblks) >= before:  # served by a new mapping: try smaller
+            size //= 2
+            if size < 4096:
+                return
+
+
 def _child(decode: Decode, budget: DecodeBudget, fd: int) -> None:  # pragma: no cover
     code = 0
     try:
@@ -152,6 +196,7 @@ def _child(decode: Decode, budget: DecodeBudget, fd: int) -> None:  # pragma: no
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         cpu = int(budget.timeout_s) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        _fresh_allocations()
         limit = _current_address_space() + budget.address_space
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         if hard != resource.RLIM_INFINITY:
