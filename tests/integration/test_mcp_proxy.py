@@ -347,10 +347,18 @@ def test_an_unreachable_broker_never_loses_the_tool_result(
             assert "forwarded as the tool returned it" in note
             # Text-only results never needed the broker.
             assert texts(await client.call_tool("who", {})) == ["upstream"]
+            # Our own tools need it: the model gets a tool error naming the cause, not a
+            # protocol error, and the door goes on serving.
+            spoken = await client.call_tool("speak", {"text": "Hello.", "wait": 0})
+            assert spoken.is_error
+            (said,) = texts(spoken)
+            assert said.startswith("speak: the job could not be run (ConnectionError")
+            assert texts(await client.call_tool("who", {})) == ["upstream"]
 
     run(scenario)
     logged = stderr.read_text()
     assert "result of screenshot forwarded unprocessed: ConnectionError" in logged
+    assert "tool speak failed: ConnectionError" in logged
 
 
 def test_speak_with_wait_zero_answers_at_once(cluster: Cluster) -> None:

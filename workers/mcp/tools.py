@@ -8,6 +8,7 @@ the allowed roots (none unless given): never an arbitrary file.
 from __future__ import annotations
 
 import base64
+import logging
 import mimetypes
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -25,7 +26,9 @@ from pipelines.rewrite import MEDIA_URI_PREFIX
 from workers.capabilities import CAPABILITIES, QUEUES
 from workers.client import JobHandle
 from workers.configs import store_request, synthesis_request
-from workers.mcp.rewriter import MCP_FETCH, MediaRewriter
+from workers.mcp.rewriter import MCP_FETCH, MediaRewriter, failure_reason
+
+log = logging.getLogger("mcp_media.tools")
 
 READ_ONLY = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 # speak adds files to the cache (not read-only) and changes nothing else (not destructive);
@@ -164,6 +167,10 @@ class OwnTools:
             return await self._calls[name](arguments)
         except (ToolInputError, BlobError) as exc:
             return error_result(f"{name}: {exc}")
+        except Exception as exc:  # the broker, the disk, a bug: the model hears it, we serve on
+            reason = failure_reason(exc)
+            log.error("tool %s failed: %s", name, reason, exc_info=exc)
+            return error_result(f"{name}: the job could not be run ({reason}); try again later")
 
     def cached(self, sha256: str) -> tuple[Path, str] | None:
         """Any cached media by sha256, documents too: every link the door hands out."""
