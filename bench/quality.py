@@ -5,7 +5,9 @@ by espeak-ng (a second voice no STT model was trained on), plus RTF on one threa
 Scoring normalises only what is not an error: case, punctuation, number style and
 abbreviations (English: both texts go through the TTS text rules, so "Dr." is "doctor" and
 "1,200" is "one thousand two hundred"), and Traditional vs Simplified characters (Chinese:
-whisper writes either; both texts go through OpenCC t2s). Needs `espeak-ng` on PATH (`make bench`
+whisper writes either; both texts go through OpenCC t2s). espeak-ng speaks Chinese from
+pinyin phonemes: its own reading of characters says tone digits in English (`bench.espeak_zh`).
+Needs `espeak-ng` on PATH (`make bench`
 installs the Debian package when it is missing) and the quality tier
 (`mcp-media models prepare --tier quality`, which this suite runs).
 """
@@ -20,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench.espeak_zh import espeak_phonemes
 from bench.peers import wer
 from bench.results import Entry, record
 from pipelines.speech.audio import write_wav
@@ -70,8 +73,10 @@ class Tally:
 
 
 def _espeak(text: str, language: str, out: Path) -> Path:
+    """The sentence in espeak-ng's voice; Chinese as phonemes (see `bench.espeak_zh`)."""
+    said = espeak_phonemes(text) if language == "zh" else text
     subprocess.run(
-        ["espeak-ng", "-v", ESPEAK[language], "-w", str(out), text], check=True, timeout=60
+        ["espeak-ng", "-v", ESPEAK[language], "-w", str(out), said], check=True, timeout=60
     )
     return out
 
