@@ -170,8 +170,13 @@ def dequantize_convolutions(model: Any) -> int:
         if product is None or product.op_type != "Mul" or len(weight_scale) != 1:
             raise LayoutError(f"{node.name}: scale is not input scale x weight scale")
         values = constant(node.input[1]).astype(np.float32)
-        zero = constant(node.input[3]).astype(np.float32) if len(node.input) > 3 else 0.0
-        real = ((values - zero) * constant(weight_scale[0])).astype(np.float32)
+        per_output = (-1,) + (1,) * (values.ndim - 1)  # a scale per output channel, or one
+        zero = constant(node.input[3]) if len(node.input) > 3 else np.zeros(())
+        zero = zero.astype(np.float32).reshape(per_output if zero.ndim else ())
+        factor = constant(weight_scale[0]).astype(np.float32)
+        real = ((values - zero) * factor.reshape(per_output if factor.ndim else ())).astype(
+            np.float32
+        )
         name = f"{node.input[1]}__float"
         graph.initializer.append(numpy_helper.from_array(real, name))
         conv = helper.make_node(
