@@ -147,12 +147,16 @@ def _current_address_space() -> int:
         return 0
 
 
-_MALLINFO2 = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks")
-
-
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (*_MALLINFO2, "uordblks", "fordblks")]
-    _fields_ += [("keepcost", ctypes.c_size_t)]
+    """glibc's ``struct mallinfo2``: ten size_t fields, in this order."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            *("arena", "ordblks", "smblks", "hblks", "hblkhd"),
+            *("usmblks", "fsmblks", "uordblks", "fordblks", "keepcost"),
+        )
+    ]
 
 
 def _fresh_allocations() -> None:  # pragma: no cover - runs in the child
