@@ -104,7 +104,7 @@ class SttSettings(SpeechSettings):
     model: str = "whisper-tiny.en"  # folder under <home>/models (model_dir overrides it)
     language: str = ""  # "": English for .en models, detected by multilingual ones
     max_seconds: float = Field(default=7200.0, gt=0)
-    vad_model: Path | None = None  # default: <home>/models/silero-vad/silero_vad.onnx
+    vad_model: Path | None = None  # a silero file or folder; default: <home>/models/silero-vad
 
 
 class TtsSettings(SpeechSettings):

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime
 from numpy.typing import NDArray
 
+from pipelines.engines.ort import cpu_session
 from pipelines.engines.vits import read_symbol_ids
 from pipelines.errors import ConfigError
 
@@ -36,12 +36,7 @@ class OrtKokoro:
         style_dim: tuple[int, int, int],
         threads: int = 1,
     ) -> None:
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        self._session = onnxruntime.InferenceSession(
-            str(model), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        self._session = cpu_session(model, threads)
         names = [i.name for i in self._session.get_inputs()]
         if len(names) != 3:
             raise ConfigError(f"{model} is not a Kokoro model (inputs {names})")

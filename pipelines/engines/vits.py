@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime
 from numpy.typing import NDArray
 
+from pipelines.engines.ort import cpu_session
 from pipelines.errors import ConfigError
 
 Samples = NDArray[np.float32]
@@ -71,12 +71,7 @@ class OrtVits:
         length_scale: float = 1.0,
         n_speakers: int = 1,
     ) -> None:
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        self._session = onnxruntime.InferenceSession(
-            str(model), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        self._session = cpu_session(model, threads)
         names = {i.name for i in self._session.get_inputs()}
         if not {"input", "input_lengths", "scales"} <= names:
             raise ConfigError(f"{model} is not a piper VITS model (inputs {sorted(names)})")

@@ -1,7 +1,8 @@
 """Cutting long audio into speech chunks short enough for whisper (at most 30 s a pass).
 
-A `SpeechDetector` (silero through sherpa-onnx in production) finds speech regions while
-audio streams in; regions still longer than `max_chunk_s` are cut at their quietest point.
+A `SpeechDetector` (silero on onnxruntime in production, `pipelines.engines.silero`) finds
+speech regions while audio streams in; regions still longer than `max_chunk_s` are cut at
+their quietest point.
 Without a detector, audio is cut into windows at quiet points (`window_chunks`).
 """
 
@@ -45,8 +46,9 @@ class VadConfig:
     threshold: float = 0.5
     min_silence_s: float = 0.5
     min_speech_s: float = 0.25
-    # sherpa forces a cut after this; we cut anything still over `max_chunk_s` ourselves.
+    # A region this long is handed on and the next one continues from the same sample.
     max_speech_s: float = 20.0
+    pad_s: float = 0.2  # audio kept before and after each region
     threads: int = 1
 
 
@@ -61,11 +63,16 @@ class SpeechChunk:
         return self.start_s + len(self.samples) / self.sample_rate
 
 
+# In a folder, silero's sequence export (every window of a block in one call) is preferred.
+VAD_FILES = ("silero_vad_16k_sequence.onnx", "silero_vad.onnx")
+
+
 def validate_vad_model(path: Path) -> Path:
-    """The silero ONNX file itself, or a folder holding `silero_vad.onnx`."""
+    """The silero ONNX file itself, or a folder holding one of `VAD_FILES`."""
     from pipelines.onnx_metadata import read_onnx_metadata
 
-    model = path / "silero_vad.onnx" if path.is_dir() else path
+    found = [path / name for name in VAD_FILES if (path / name).is_file()]
+    model = (found[0] if found else path / VAD_FILES[-1]) if path.is_dir() else path
     if not model.is_file():
         raise ConfigError(f"VAD model not found: {model}")
     read_onnx_metadata(model)  # raises ConfigError when the file is not ONNX at all
@@ -73,15 +80,17 @@ def validate_vad_model(path: Path) -> Path:
 
 
 def load_detector(config: VadConfig, sample_rate: int = 16_000) -> SpeechDetector:
-    from pipelines.engines.sherpa import SherpaSileroVad
+    from pipelines.engines.silero import RATE, SileroVad
 
-    return SherpaSileroVad(
+    if sample_rate != RATE:
+        raise ConfigError(f"the silero VAD runs at {RATE} Hz, not {sample_rate} Hz")
+    return SileroVad(
         validate_vad_model(config.model),
-        sample_rate=sample_rate,
         threshold=config.threshold,
         min_silence_s=config.min_silence_s,
         min_speech_s=config.min_speech_s,
         max_speech_s=config.max_speech_s,
+        pad_s=config.pad_s,
         threads=config.threads,
     )
 

@@ -124,7 +124,7 @@ def test_speech_engines_write_nothing_outside_the_home_and_open_no_socket(
     env = {
         "MCP_MEDIA_TTS__MODEL_DIR": str(models / TtsSettings().voice),
         "MCP_MEDIA_STT__MODEL_DIR": str(models / STT_DEFAULT),
-        "MCP_MEDIA_STT__VAD_MODEL": str(models / VAD_DEFAULT / "silero_vad.onnx"),
+        "MCP_MEDIA_STT__VAD_MODEL": str(models / VAD_DEFAULT),
     }
     out = tmp_path / "spoken.wav"
     first = tmp_path / "speak"

@@ -86,7 +86,7 @@ def test_every_default_model_has_the_agreed_layout(
             "mel_filters.npy",
         },
         "piper-en_US-joe-medium": {"model.onnx", "model.onnx.json", "tokens.txt"},
-        "silero-vad": {"silero_vad.onnx"},
+        "silero-vad": {"silero_vad_16k_sequence.onnx", "silero_vad.onnx"},
     }
     for info in prepared_models:
         folder = models_home / "models" / info.name

@@ -43,7 +43,7 @@ def kokoro(models_home: Path, quality_models: list[ModelInfo]) -> TextToSpeech:
 def stt_config(models_home: Path, quality_models: list[ModelInfo]) -> SttConfig:
     return SttConfig(
         models_home / "models" / "whisper-base",
-        vad_model=models_home / "models" / "silero-vad" / "silero_vad.onnx",
+        vad_model=models_home / "models" / "silero-vad",
     )
 
 

@@ -351,7 +351,8 @@ def _build_piper(wheels: Sequence[Path], out: Path, work: Path, home: Path, log:
 
 
 def _build_silero(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
-    _extract(wheels[0], "silero_vad/data/silero_vad.onnx", out / "silero_vad.onnx")
+    for name in ("silero_vad_16k_sequence.onnx", "silero_vad.onnx"):
+        _extract(wheels[0], f"silero_vad/data/{name}", out / name)
 
 
 def _tool_python(home: Path, log: Log) -> Path:

@@ -196,10 +196,10 @@ SILERO_VAD = ModelSpec(
             "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
         ),
     ),
-    files=("silero_vad.onnx",),
+    files=("silero_vad_16k_sequence.onnx", "silero_vad.onnx"),
     licence="MIT",
     licence_note="snakers4/silero-vad",
-    recipe=1,
+    recipe=2,  # 2: also the sequence export (every window of a block in one call)
 )
 MODEL_SPECS: Mapping[str, ModelSpec] = {
     s.name: s for s in (WHISPER_TINY_EN, PIPER_JOE, SILERO_VAD, WHISPER_BASE, KOKORO_V1)

@@ -1,0 +1,187 @@
+"""silero voice activity detection on onnxruntime: speech probabilities per 32 ms window,
+and the regions where someone speaks.
+
+Two model layouts are read. silero's sequence export (``silero_vad_16k_sequence.onnx``:
+``input [windows, 576]``, ``h``, ``c``) scores every window of a block in one call, with the
+same probabilities as the streaming one (checked to the last bit on our bench clip) at a
+quarter of the time here; the streaming export (``silero_vad.onnx``: ``input [1, 576]``,
+``state``, ``sr``) is called once per window. Each window is 512 new samples after the 64
+before them.
+
+Regions follow silero's own rule: speech starts on a window at or above `threshold`, and ends
+once the probability has stayed below ``threshold - 0.15`` for `min_silence_s`; regions
+shorter than `min_speech_s` are dropped, and each keeps `pad_s` of audio on both sides (never
+overlapping its neighbour). A region reaching `max_speech_s` is handed on and the next one
+continues from the same sample, so memory stays bounded on speech without pauses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pipelines.engines.ort import cpu_session
+from pipelines.errors import ConfigError
+
+Samples = NDArray[np.float32]
+
+RATE = 16_000
+WINDOW = 512
+CONTEXT = 64
+_BATCH = 256  # windows per call of the sequence model (8 s of audio)
+_HYSTERESIS = 0.15
+
+
+@dataclass(frozen=True, slots=True)
+class _Region:
+    start: int  # absolute samples since the last reset
+    end: int
+
+
+class SileroVad:
+    """`SpeechDetector` over a silero model (16 kHz only)."""
+
+    sample_rate = RATE
+
+    def __init__(
+        self,
+        model: Path,
+        threshold: float = 0.5,
+        min_silence_s: float = 0.5,
+        min_speech_s: float = 0.25,
+        max_speech_s: float = 20.0,
+        pad_s: float = 0.2,
+        threads: int = 1,
+    ) -> None:
+        self._session = cpu_session(model, threads)
+        inputs = {i.name for i in self._session.get_inputs()}
+        if inputs == {"input", "h", "c"}:
+            self._sequence = True
+        elif inputs == {"input", "state", "sr"}:
+            self._sequence = False
+        else:
+            raise ConfigError(f"{model} is not a silero VAD model (inputs {sorted(inputs)})")
+        self._threshold = threshold
+        self._min_silence = int(min_silence_s * RATE)
+        self._min_speech = int(min_speech_s * RATE)
+        self._max_speech = max(int(max_speech_s * RATE), WINDOW)
+        self._pad = int(pad_s * RATE)
+        self.reset()
+
+    def reset(self) -> None:
+        self._audio = np.zeros(0, np.float32)  # held audio, from absolute sample `_held`
+        self._held = 0
+        self._scored = 0  # absolute sample where the next window starts
+        self._h = np.zeros((1, 1, 128), np.float32)
+        self._c = np.zeros((1, 1, 128), np.float32)
+        self._state = np.zeros((2, 1, 128), np.float32)
+        self._start: int | None = None  # where the current region's speech began
+        self._silent_since: int | None = None
+        self._last_end = 0  # end of the last region handed on (padding never overlaps it)
+        self._done: list[tuple[int, Samples]] = []
+        self._pending: list[Samples] = []
+        self._pending_samples = 0
+
+    def accept(self, samples: Samples) -> None:
+        # Scored a batch at a time: one call of the sequence model per 8 s of audio.
+        self._pending.append(samples.astype(np.float32, copy=False))
+        self._pending_samples += len(samples)
+        if self._pending_samples >= _BATCH * WINDOW:
+            self._score(final=False)
+
+    def flush(self) -> None:
+        self._score(final=True)
+        end = self._held + len(self._audio)
+        if self._start is not None:
+            silent = self._silent_since
+            self._close(_Region(self._start, end if silent is None else silent), pad_end=True)
+            self._start = None
+
+    def pop(self) -> list[tuple[int, Samples]]:
+        done, self._done = self._done, []
+        return done
+
+    def _score(self, *, final: bool) -> None:
+        """Score every complete window held (and, at the end, the last partial one)."""
+        self._audio = np.concatenate([self._audio, *self._pending])
+        self._pending, self._pending_samples = [], 0
+        end = self._held + len(self._audio)
+        count = (end - self._scored) // WINDOW
+        if final and (end - self._scored) % WINDOW:
+            count += 1
+        while count > 0:
+            batch = min(count, _BATCH)
+            frames = self._frames(batch)
+            for i, prob in enumerate(self._probabilities(frames)):
+                self._step(float(prob), self._scored + i * WINDOW)
+            self._scored += batch * WINDOW
+            count -= batch
+        self._trim()
+
+    def _frames(self, count: int) -> NDArray[np.float32]:
+        """[count, 576]: each window's 64 samples before it, then its 512 (zeros past the end)."""
+        first = self._scored - CONTEXT - self._held
+        span = np.zeros(CONTEXT + count * WINDOW, np.float32)
+        lo = max(first, 0)
+        piece = self._audio[lo : first + len(span)]
+        span[lo - first : lo - first + len(piece)] = piece
+        index = np.arange(count)[:, None] * WINDOW + np.arange(CONTEXT + WINDOW)[None, :]
+        frames: NDArray[np.float32] = span[index]
+        return frames
+
+    def _probabilities(self, frames: NDArray[np.float32]) -> NDArray[np.float32]:
+        if self._sequence:
+            probs, self._h, self._c = self._session.run(
+                None, {"input": frames, "h": self._h, "c": self._c}
+            )
+            return np.asarray(probs, np.float32).reshape(-1)
+        out = np.empty(len(frames), np.float32)
+        rate = np.array(RATE, np.int64)
+        for i, frame in enumerate(frames):
+            prob, self._state = self._session.run(
+                None, {"input": frame[None], "state": self._state, "sr": rate}
+            )
+            out[i] = float(np.asarray(prob).reshape(-1)[0])
+        return out
+
+    def _step(self, prob: float, at: int) -> None:
+        """One window's probability; `at` is where the window starts."""
+        if self._start is None:
+            if prob >= self._threshold:
+                self._start, self._silent_since = at, None
+            return
+        if prob >= self._threshold:
+            self._silent_since = None
+        elif prob < self._threshold - _HYSTERESIS and self._silent_since is None:
+            self._silent_since = at
+        after = at + WINDOW
+        if self._silent_since is not None and after - self._silent_since >= self._min_silence:
+            self._close(_Region(self._start, self._silent_since), pad_end=True)
+            self._start = self._silent_since = None
+        elif after - self._start >= self._max_speech:
+            self._close(_Region(self._start, after), pad_end=False)
+            self._start, self._silent_since = after, None
+
+    def _close(self, region: _Region, *, pad_end: bool) -> None:
+        if region.end - region.start < self._min_speech:
+            return
+        available = self._held + len(self._audio)
+        start = max(region.start - self._pad, self._last_end, self._held)
+        end = min(region.end + (self._pad if pad_end else 0), available)
+        if end <= start:
+            return
+        self._done.append((start, self._audio[start - self._held : end - self._held].copy()))
+        self._last_end = end
+
+    def _trim(self) -> None:
+        """Drop audio no region can need any more (the context and padding are kept)."""
+        keep = self._scored - max(CONTEXT, self._pad)
+        if self._start is not None:
+            keep = min(keep, self._start - self._pad)
+        keep = min(max(keep, self._held), self._held + len(self._audio))
+        if keep > self._held:
+            self._audio = self._audio[keep - self._held :]
+            self._held = keep

@@ -1,0 +1,108 @@
+"""The silero detector on the prepared model: where speech is, in both model layouts."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines.engines.silero import SileroVad
+from pipelines.errors import ConfigError
+from pipelines.speech.config import TtsConfig
+from pipelines.speech.tts import load_tts
+from pipelines.speech.vad import SpeechDetector, VadConfig, load_detector, validate_vad_model
+
+pytestmark = pytest.mark.models
+
+RATE = 16_000
+SENTENCES = ("The ferry leaves at noon.", "Please bring the signed contract.", "Thank you.")
+GAPS_S = (1.0, 2.0, 1.5, 1.0)  # before each sentence, and after the last
+
+
+@pytest.fixture(scope="module")
+def clip(models_home: Path) -> tuple[np.ndarray, list[tuple[float, float]]]:
+    """Three sentences at 16 kHz with known silences around them, and where each one is."""
+    voice = load_tts(TtsConfig(models_home / "models" / "piper-en_US-joe-medium", noise_scale=0.0))
+    parts, spoken, position = [], [], 0.0
+    for gap_s, sentence in zip(GAPS_S, SENTENCES, strict=False):
+        speech = voice.synthesize(sentence).samples
+        assert speech is not None
+        at_16k = np.interp(
+            np.arange(0, len(speech) * RATE / voice.sample_rate) * voice.sample_rate / RATE,
+            np.arange(len(speech)),
+            speech,
+        ).astype(np.float32)
+        parts += [np.zeros(int(gap_s * RATE), np.float32), at_16k]
+        position += gap_s
+        spoken.append((position, position + len(at_16k) / RATE))
+        position += len(at_16k) / RATE
+    parts.append(np.zeros(int(GAPS_S[-1] * RATE), np.float32))
+    return np.concatenate(parts), spoken
+
+
+def regions(
+    detector: SpeechDetector, audio: np.ndarray, block: int
+) -> list[tuple[int, np.ndarray]]:
+    detector.reset()
+    found = []
+    for start in range(0, len(audio), block):
+        detector.accept(audio[start : start + block])
+        found += detector.pop()
+    detector.flush()
+    return found + detector.pop()
+
+
+def test_each_sentence_is_one_region_with_its_padding(
+    models_home: Path, clip: tuple[np.ndarray, list[tuple[float, float]]]
+) -> None:
+    audio, spoken = clip
+    detector = load_detector(VadConfig(models_home / "models" / "silero-vad"))
+    found = regions(detector, audio, 1470)  # the block size PyAV hands over for a 22 kHz WAV
+    assert len(found) == len(SENTENCES)
+    for (start, samples), (begins, ends) in zip(found, spoken, strict=True):
+        # The region covers the sentence, with at most its padding (0.2 s) and a window more.
+        assert begins - 0.3 <= start / RATE <= begins + 0.1
+        assert ends - 0.1 <= (start + len(samples)) / RATE <= ends + 0.3
+        assert np.array_equal(samples, audio[start : start + len(samples)])
+
+
+def test_the_sequence_and_streaming_exports_find_the_same_regions(
+    models_home: Path, clip: tuple[np.ndarray, list[tuple[float, float]]]
+) -> None:
+    audio, _ = clip
+    folder = models_home / "models" / "silero-vad"
+    assert validate_vad_model(folder).name == "silero_vad_16k_sequence.onnx"
+    sequence = SileroVad(folder / "silero_vad_16k_sequence.onnx")
+    streaming = SileroVad(folder / "silero_vad.onnx")
+    ours = [(s, len(x)) for s, x in regions(sequence, audio, 16_000)]
+    theirs = [(s, len(x)) for s, x in regions(streaming, audio, 16_000)]
+    assert ours == theirs and ours
+    # The block size the audio arrives in changes nothing.
+    assert [(s, len(x)) for s, x in regions(sequence, audio, 333)] == ours
+
+
+def test_speech_without_pauses_is_handed_on_in_contiguous_pieces(
+    models_home: Path, clip: tuple[np.ndarray, list[tuple[float, float]]]
+) -> None:
+    audio, spoken = clip
+    begins, ends = spoken[1]
+    sentence = audio[int(begins * RATE) : int(ends * RATE)]
+    detector = SileroVad(
+        models_home / "models" / "silero-vad" / "silero_vad_16k_sequence.onnx", max_speech_s=0.5
+    )
+    found = regions(detector, sentence, 4000)
+    assert len(found) >= 2
+    for (start, samples), (following, _) in itertools.pairwise(found):
+        assert start + len(samples) == following  # no gap, no overlap
+
+
+def test_a_file_that_is_not_a_silero_model_is_refused(models_home: Path, tmp_path: Path) -> None:
+    whisper = models_home / "models" / "whisper-tiny.en" / "encoder.int8.onnx"
+    with pytest.raises(ConfigError, match="not a silero VAD model"):
+        SileroVad(whisper)
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not a model")
+    with pytest.raises(ConfigError):
+        load_detector(VadConfig(junk))
