@@ -64,7 +64,7 @@ def _stt_language(model_dir: Path, language: str) -> str:
 def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> SttConfig:
     """`options`: a job's own choices (`stt_options`), over the settings'."""
     model_dir = settings.stt.model_dir or settings.models_root / settings.stt.model
-    vad = settings.stt.vad_model or settings.models_root / VAD_DEFAULT / "silero_vad.onnx"
+    vad = settings.stt.vad_model or settings.models_root / VAD_DEFAULT
     if settings.stt.vad_model is not None and not vad.exists():
         raise ConfigError(f"MCP_MEDIA_STT__VAD_MODEL {vad} does not exist")
     config = SttConfig(
@@ -188,7 +188,7 @@ def stt_version(settings: Settings, params: Mapping[str, Any] | None = None) -> 
         del options["language"]
     base = processor_version(
         "stt",
-        1,
+        2,  # 2: timestamped windows over the laid-out speech
         _model_fingerprint(config.model_dir),
         config.language,
         config.vad_model is not None,

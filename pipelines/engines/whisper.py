@@ -1,4 +1,4 @@
-"""whisper on onnxruntime: log-mel features, the encoder once per chunk, greedy decoding.
+"""whisper on onnxruntime: log-mel features, the encoder once per window, greedy decoding.
 
 Runs the folders `models prepare` builds (`workers/provisioning/whisper_export.py`): the
 encoder hands each decoder layer its own cross-attention keys/values, and a decoder step takes
@@ -7,12 +7,13 @@ tokens' rows. A step therefore copies no cache; with sherpa-onnx's stacked layou
 copied the whole self-attention cache and every layer's cross keys/values (measured on
 tiny.en, one thread: about half of a step).
 
-Decoding is greedy, without timestamps, as sherpa-onnx's whisper did for us before: the
-prompt ``<|startoftranscript|> [<|lang|> <|task|>] <|notimestamps|>``, then the most likely
-token until ``<|endoftext|>``, within a budget of 6 tokens per second of audio (a loop on one
-phrase ends there). The chunk is not padded to whisper's 30 s window: its features are
-followed by frames of zeros, which is what lets whisper end the text. A multilingual model not
-told the language detects it from the first step's language-token logits, as whisper does.
+Decoding is greedy with timestamps, as whisper and faster-whisper decode by default: the
+prompt ``<|startoftranscript|> [<|lang|> <|task|>]``, then the most likely token under
+whisper's timestamp rules (`whisper_timestamps`) and its suppressed tokens, until
+``<|endoftext|>`` or a budget of 6 text tokens per second of audio (a loop on one phrase ends
+there). The window is not padded to whisper's 30 s: its features are followed by frames of
+zeros, which is what lets whisper end the text. A multilingual model not told the language
+detects it from the first step's language-token logits, as whisper does.
 """
 
 from __future__ import annotations
@@ -22,11 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import onnxruntime
 from numpy.typing import NDArray
 
+from pipelines.engines.ort import cpu_session
+from pipelines.engines.whisper_timestamps import (
+    SECONDS_PER_TIMESTAMP,
+    apply_timestamp_rules,
+    split_window,
+)
 from pipelines.errors import ConfigError
 from pipelines.onnx_metadata import read_onnx_metadata
+from pipelines.speech.transcript import Segment
 
 Samples = NDArray[np.float32]
 
@@ -36,6 +43,21 @@ _HOP = 160
 _MAX_FRAMES = 3000  # 30 s: the encoder's position table
 _MIN_TAIL_FRAMES = 50  # audio is cut so that at least this much padding follows it
 _TOKENS_PER_S = 6  # a budget no speech exceeds, so a decoding loop ends early
+# whisper's silence rule: a window is nobody speaking when <|nospeech|> is likely at the start
+# and the text decoded is not confident (its `no_speech_threshold`, `logprob_threshold`).
+_NO_SPEECH_PROB = 0.6
+_LOGPROB_FLOOR = -1.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    tokens: list[int]  # after the prompt, the end of text excluded
+    no_speech_prob: float  # of <|nospeech|> at <|startoftranscript|>
+    avg_logprob: float  # per token chosen, the end of text included
+
+    @property
+    def silent(self) -> bool:
+        return self.no_speech_prob > _NO_SPEECH_PROB and self.avg_logprob <= _LOGPROB_FLOOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +76,11 @@ class WhisperMeta:
     translate: int
     multilingual: bool
     languages: dict[str, int]
+    no_speech: int
+    blank: int
+    # Never chosen: symbols whisper writes for non-speech ("♪", "[", ...) and the prompt's
+    # own special tokens (whisper's and faster-whisper's default `suppress_tokens`).
+    suppressed: tuple[int, ...]
 
     @classmethod
     def read(cls, encoder: Path) -> WhisperMeta:
@@ -77,6 +104,13 @@ class WhisperMeta:
                 translate=int(meta["translate"]),
                 multilingual=meta["is_multilingual"] != "0",
                 languages=dict(zip(codes, ints("all_language_tokens"), strict=True)),
+                no_speech=int(meta["no_speech"]),
+                blank=int(meta["blank_id"]),
+                suppressed=(
+                    *ints("non_speech_tokens"),
+                    *(int(meta[k]) for k in ("transcribe", "translate", "sot", "no_speech")),
+                    *(int(meta[k]) for k in ("sot_prev", "sot_lm") if k in meta),
+                ),
             )
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"{encoder}: whisper metadata unusable ({exc})") from None
@@ -159,12 +193,8 @@ class OrtWhisper:
             raise ConfigError(
                 f"{tokens} has {len(self._vocabulary)} tokens; text ends at {meta.eot}"
             )
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        providers = ["CPUExecutionProvider"]
-        self._encoder = onnxruntime.InferenceSession(str(encoder), options, providers=providers)
-        self._decoder = onnxruntime.InferenceSession(str(decoder), options, providers=providers)
+        self._encoder = cpu_session(encoder, threads)
+        self._decoder = cpu_session(decoder, threads)
         layers = range(meta.n_text_layer)
         self._cross = [f"cross_{kv}{i}" for i in layers for kv in "kv"]
         self._past = [f"past_{kv}{i}" for i in layers for kv in "kv"]
@@ -181,10 +211,16 @@ class OrtWhisper:
         self._tail_frames = round(tail_padding_s * RATE / _HOP)
 
     def transcribe(self, samples: Samples) -> str:
-        return self.recognise(samples, self._language)[0]
+        pieces, _, _ = self.recognise_window(samples, self._language)
+        return " ".join(p.text for p in pieces if p.text)
 
-    def recognise(self, samples: Samples, language: str = "") -> tuple[str, str]:
-        """(text, language code) of at most 30 s; "" lets a multilingual model detect it."""
+    def recognise_window(
+        self, samples: Samples, language: str = ""
+    ) -> tuple[tuple[Segment, ...], float, str]:
+        """(timed pieces, seconds used, language) of at most 30 s, decoded with timestamps.
+
+        Times are within the window. Seconds used: where the next window should start (the
+        last complete timestamp when the last piece was cut off by the window's end)."""
         meta = self.meta
         mel, frames = encoder_input(
             samples.astype(np.float32, copy=False), self._filters, self._tail_frames
@@ -192,40 +228,71 @@ class OrtWhisper:
         budget = min(frames * _TOKENS_PER_S // 100, meta.n_text_ctx // 2)
         cross = dict(zip(self._cross, self._encoder.run(None, {"mel": mel}), strict=True))
         if not meta.multilingual:
-            language, prompt = "en", [meta.sot, meta.no_timestamps]
+            language, prompt = "en", [meta.sot]
         else:
             language = language or self._detect(cross)
             if language not in meta.languages:
                 raise ConfigError(f"whisper knows no language {language!r}")
-            prompt = [meta.sot, meta.languages[language], self._task, meta.no_timestamps]
-        return self._decode(prompt, cross, budget), language
+            prompt = [meta.sot, meta.languages[language], self._task]
+        decoded = self._decode_timed(prompt, cross, budget)
+        audio_s = frames * _HOP / RATE
+        if decoded.silent:
+            return (), audio_s, language
+        window = split_window(decoded.tokens, meta.no_timestamps + 1, meta.eot)
+        pieces = tuple(
+            Segment(
+                min(p.start * SECONDS_PER_TIMESTAMP, audio_s),
+                audio_s if p.end is None else min(p.end * SECONDS_PER_TIMESTAMP, audio_s),
+                self._text(p.tokens),
+            )
+            for p in window.pieces
+        )
+        used = audio_s if window.seek is None else min(window.seek * SECONDS_PER_TIMESTAMP, audio_s)
+        return pieces, used, language
+
+    def _decode_timed(
+        self, prompt: list[int], cross: dict[str, NDArray[np.float32]], budget: int
+    ) -> _Decoded:
+        """Greedy under whisper's timestamp rules, until the end or `budget` text tokens."""
+        meta = self.meta
+        ts_begin = meta.no_timestamps + 1
+        suppressed = np.array(meta.suppressed, dtype=np.int64)
+        chosen: list[int] = []
+        feed, offset, text, total_logprob = prompt, 0, 0, 0.0
+        no_speech_prob = 0.0
+        while text < budget and offset + len(feed) < meta.n_text_ctx:
+            rows = self._step(feed, offset, cross)
+            if not chosen:
+                no_speech_prob = float(_softmax(rows[0])[meta.no_speech])
+            logits = rows[-1]
+            logits[suppressed] = -np.inf
+            if not chosen:
+                logits[[meta.blank, meta.eot]] = -np.inf
+            apply_timestamp_rules(logits, chosen, ts_begin, meta.eot)
+            token = int(np.argmax(logits))
+            total_logprob += float(np.log(_softmax(logits)[token]))
+            if token == meta.eot:
+                break
+            text += token < meta.eot
+            offset += len(feed)
+            chosen.append(token)
+            feed = [token]
+        return _Decoded(chosen, no_speech_prob, total_logprob / (len(chosen) + 1))
+
+    def _text(self, tokens: tuple[int, ...] | list[int]) -> str:
+        text = b"".join(self._vocabulary[t] for t in tokens if t < len(self._vocabulary))
+        return text.decode("utf-8", "replace").strip()
 
     def _detect(self, cross: dict[str, NDArray[np.float32]]) -> str:
-        logits = self._step([self.meta.sot], 0, cross)
+        logits = self._step([self.meta.sot], 0, cross)[-1]
         codes = list(self.meta.languages)
         ids = np.array([self.meta.languages[c] for c in codes])
         return codes[int(np.argmax(logits[ids]))]
 
-    def _decode(self, prompt: list[int], cross: dict[str, NDArray[np.float32]], budget: int) -> str:
-        """Greedy: the most likely token each step, until the end or `budget` tokens."""
-        meta = self.meta
-        chosen: list[int] = []
-        feed, offset = prompt, 0
-        while len(chosen) < budget and offset + len(feed) < meta.n_text_ctx:
-            token = int(np.argmax(self._step(feed, offset, cross)))
-            if token == meta.eot:
-                break
-            offset += len(feed)
-            chosen.append(token)
-            feed = [token]
-        # A special token (a timestamp, say) may be chosen; it is fed back but never text.
-        text = b"".join(self._vocabulary[t] for t in chosen if t < len(self._vocabulary))
-        return text.decode("utf-8", "replace").strip()
-
     def _step(
         self, tokens: list[int], offset: int, cross: dict[str, NDArray[np.float32]]
     ) -> NDArray[np.float32]:
-        """Run the decoder on `tokens` at `offset`; their keys/values go into the cache."""
+        """Logits after each of `tokens`, run at `offset`; their keys/values go into the cache."""
         feeds: dict[str, NDArray[np.generic]] = {
             "tokens": np.array([tokens], dtype=np.int64),
             "offset": np.array([offset], dtype=np.int64),
@@ -236,4 +303,10 @@ class OrtWhisper:
         end = offset + len(tokens)
         for j, rows in enumerate(written):
             self._cache[j, :, offset:end] = rows
-        return np.asarray(logits[0, -1], dtype=np.float32)
+        return np.asarray(logits[0], dtype=np.float32)
+
+
+def _softmax(logits: NDArray[np.float32]) -> NDArray[np.float32]:
+    shifted = np.exp(logits - np.max(logits))
+    result: NDArray[np.float32] = shifted / np.sum(shifted)
+    return result

@@ -1,9 +1,13 @@
 """Speech to text: audio file -> `Transcript` with timed segments, and its text formats.
 
 Audio is decoded once, straight to the recognizer's rate (16 kHz for whisper). Up to
-`single_pass_s` it is recognised in one pass; longer audio streams through voice activity
-detection and each speech chunk (<= `max_segment_s`, whisper takes 30 s at most) is
-recognised in turn, with a `checkpoint` call between chunks where a time limit can fire.
+`single_pass_s` it is one region (with `single_pass_silence_s` of silence after it); longer
+audio streams through voice activity detection (or is cut at quiet points without a detector)
+into speech regions. The regions are laid end to end (`windows.SpeechTimeline`) and read in
+windows of `max_segment_s` (whisper takes 30 s at most), decoded with timestamps: each
+window's pieces become segments timed back to the audio, and the next window starts where its
+last complete piece ended, as whisper's own transcribe loop does. A `checkpoint` call follows
+every window; a time limit can fire there.
 """
 
 from __future__ import annotations
@@ -57,10 +61,12 @@ from pipelines.speech.vad import (
     speech_chunks,
     window_chunks,
 )
+from pipelines.speech.windows import SpeechTimeline
 
 Samples = NDArray[np.float32]
 
 WHISPER_MAX_S = 30.0
+_MIN_WINDOW_S = 0.1  # a remainder shorter than this after the last window is not read
 WHISPER_RATE = 16_000
 # Encoder metadata the whisper engine reads (sherpa-onnx's key names).
 _WHISPER_KEYS = (
@@ -77,8 +83,11 @@ class Transcriber(Protocol):
 
     def transcribe(self, samples: Samples) -> str: ...
 
-    def recognise(self, samples: Samples, language: str = "") -> tuple[str, str]:
-        """(text, language code); "" lets a multilingual model detect the language."""
+    def recognise_window(
+        self, samples: Samples, language: str = ""
+    ) -> tuple[tuple[Segment, ...], float, str]:
+        """(pieces timed within the window, seconds used, language code); the next window
+        starts where this one's last complete piece ended. "" detects the language."""
         ...
 
 
@@ -93,12 +102,12 @@ class WhisperFiles:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """Passed to the checkpoint after each chunk; raise from it to stop early."""
+    """Passed to the checkpoint after each window; raise from it to stop early."""
 
     done_s: float
     segments: int
     elapsed_s: float
-    segment: Segment | None = None  # what this chunk said (None: nobody spoke in it)
+    said: tuple[Segment, ...] = ()  # what this window said (empty: nobody spoke in it)
 
 
 Checkpoint = Callable[[Progress], None]
@@ -207,29 +216,50 @@ def transcribe(
             break
     if counter.samples <= single_pass:
         chunks: Iterator[SpeechChunk] = iter([SpeechChunk(0.0, np.concatenate(head), rate)])
-        silence = np.zeros(int(config.single_pass_silence_s * rate), np.float32)
+        silence_s = config.single_pass_silence_s
     elif detector is not None:
         chunks = speech_chunks(itertools.chain(head, audio), detector, config.max_segment_s)
-        silence = np.zeros(0, np.float32)
+        silence_s = 0.0
     else:
         chunks = window_chunks(itertools.chain(head, audio), rate, config.max_segment_s)
-        silence = np.zeros(0, np.float32)
+        silence_s = 0.0
     del head
+    timeline = SpeechTimeline(rate)
     segments: list[Segment] = []
-    # Given, or detected on the first chunk with speech and kept for the rest: one language
-    # per transcript, so a quiet chunk cannot flip a Chinese note into English.
+    # Given, or detected on the first window with speech and kept for the rest: one language
+    # per transcript, so a quiet window cannot flip a Chinese note into English.
     language = config.language
+
+    def read(final: bool) -> None:
+        nonlocal language
+        window_s = config.max_segment_s
+        while timeline.held_s >= window_s or (final and timeline.held_s >= _MIN_WINDOW_S):
+            at = timeline.position
+            pieces, used_s, heard = transcriber.recognise_window(
+                timeline.window(window_s), language
+            )
+            said = tuple(
+                Segment(
+                    round(timeline.to_time(at + int(piece.start * rate)), 3),
+                    round(timeline.to_time(at + int(piece.end * rate), end=True), 3),
+                    text,
+                )
+                for piece in pieces
+                if (text := _clean(piece.text))
+            )
+            if said:
+                language = language or heard
+                segments.extend(said)
+            timeline.consume(used_s)
+            if checkpoint is not None:
+                done_s = timeline.to_time(timeline.position, end=True)
+                elapsed = time.perf_counter() - started
+                checkpoint(Progress(done_s, len(segments), elapsed, said))
+
     for chunk in chunks:
-        samples = np.concatenate([chunk.samples, silence]) if silence.size else chunk.samples
-        raw, heard = transcriber.recognise(samples, language)
-        text = _clean(raw)
-        said = Segment(round(chunk.start_s, 3), round(chunk.end_s, 3), text) if text else None
-        if said is not None:
-            language = language or heard
-            segments.append(said)
-        if checkpoint is not None:
-            elapsed = time.perf_counter() - started
-            checkpoint(Progress(chunk.end_s, len(segments), elapsed, said))
+        timeline.add(chunk.start_s, chunk.samples, silence_s)
+        read(final=False)
+    read(final=True)
     return Transcript(
         text=" ".join(s.text for s in segments),
         segments=tuple(segments),

@@ -122,9 +122,11 @@ def test_round_trip_speak_then_transcribe(
     wav = speak_to_wav(tts, sentence, tmp_path / "s.wav")
     result = transcribe(wav, transcriber, stt_config)
     assert wer(words(sentence), words(result.text)) <= 0.10, result.text
+    # One sentence, timed by whisper's own timestamps within the clip.
     assert len(result.segments) == 1
-    assert result.segments[0].start == 0.0
-    assert result.segments[0].end == pytest.approx(result.duration_s, abs=0.01)
+    (said,) = result.segments
+    assert 0.0 <= said.start < 0.5
+    assert result.duration_s - 1.0 < said.end <= result.duration_s
 
 
 LONG_CLIP = [
@@ -153,46 +155,66 @@ GAPS_S = (1.0, 1.5, 2.0, 2.5, 3.0)
 @pytest.fixture(scope="module")
 def long_clip(
     tts: TextToSpeech, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, list[float]]:
-    """About 90 s: the sentences above with known silences between them."""
+) -> tuple[Path, list[tuple[float, float]]]:
+    """About 90 s: the sentences above with known silences between them, and where each
+    sentence is spoken (start, end in seconds)."""
     rate = tts.sample_rate
     parts: list[Samples] = []
-    starts: list[float] = []
+    spans: list[tuple[float, float]] = []
     position = 0
     for i, sentence in enumerate(LONG_CLIP):
         gap = np.zeros(int(GAPS_S[i % len(GAPS_S)] * rate), np.float32)
         speech = tts.synthesize(sentence).samples
         assert speech is not None
-        starts.append((position + len(gap)) / rate)
+        spans.append(((position + len(gap)) / rate, (position + len(gap) + len(speech)) / rate))
         parts += [gap, speech]
         position += len(gap) + len(speech)
     parts.append(np.zeros(rate, np.float32))
     path = tmp_path_factory.mktemp("long") / "clip.wav"
     write_wav(path, np.concatenate(parts), rate)
-    return path, starts
+    return path, spans
 
 
 def test_long_audio_is_segmented_by_vad(
-    long_clip: tuple[Path, list[float]],
+    long_clip: tuple[Path, list[tuple[float, float]]],
     transcriber: Transcriber,
     stt_config: SttConfig,
     detector: SpeechDetector,
 ) -> None:
-    path, starts = long_clip
+    path, spans = long_clip
     progress: list[Progress] = []
     result = transcribe(path, transcriber, stt_config, detector, checkpoint=progress.append)
     assert 80 < result.duration_s < 100
-    assert len(result.segments) == len(LONG_CLIP)
-    for segment, known in zip(result.segments, starts, strict=True):
-        assert abs(segment.start - known) < 0.5, (segment, known)
-        assert segment.end > segment.start
     assert wer(words(" ".join(LONG_CLIP)), words(result.text)) <= 0.10, result.text
-    assert [p.segments for p in progress] == list(range(1, len(LONG_CLIP) + 1))
+    # Segments are whisper's own phrases (a sentence, sometimes two), timed back to the clip
+    # through the laid-out speech: in order, and each one starting and ending where someone
+    # speaks, never in the silences between the sentences.
+    assert len(result.segments) >= len(LONG_CLIP) // 3
+    assert all(a.end <= b.start for a, b in itertools.pairwise(result.segments))
+
+    def spoken(t: float) -> bool:
+        return any(start - 0.3 <= t <= end + 0.3 for start, end in spans)
+
+    for segment in result.segments:
+        assert segment.start < segment.end and spoken(segment.start) and spoken(segment.end)
+    # A segment that opens a sentence starts when that sentence does.
+    openings = 0
+    for sentence, (start, _) in zip(LONG_CLIP, spans, strict=True):
+        head = words(sentence)[:3]
+        for segment in result.segments:
+            if words(segment.text)[:3] == head:
+                assert abs(segment.start - start) < 0.5, (segment, start)
+                openings += 1
+    assert openings >= len(LONG_CLIP) // 4
+    # Each checkpoint hands on what its window said, in order, once.
+    assert tuple(itertools.chain.from_iterable(p.said for p in progress)) == result.segments
     assert all(a.done_s < b.done_s for a, b in itertools.pairwise(progress))
 
 
 def test_without_vad_long_audio_is_cut_at_quiet_points(
-    long_clip: tuple[Path, list[float]], transcriber: Transcriber, stt_config: SttConfig
+    long_clip: tuple[Path, list[tuple[float, float]]],
+    transcriber: Transcriber,
+    stt_config: SttConfig,
 ) -> None:
     result = transcribe(long_clip[0], transcriber, stt_config, detector=None)
     assert all(s.end - s.start <= stt_config.max_segment_s + 0.01 for s in result.segments)
@@ -201,7 +223,7 @@ def test_without_vad_long_audio_is_cut_at_quiet_points(
 
 
 def test_a_checkpoint_can_stop_a_long_transcription(
-    long_clip: tuple[Path, list[float]],
+    long_clip: tuple[Path, list[tuple[float, float]]],
     transcriber: Transcriber,
     stt_config: SttConfig,
     detector: SpeechDetector,

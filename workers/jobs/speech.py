@@ -55,8 +55,9 @@ def run_transcribe(
         detector.reset()
 
     def checkpoint(progress: Progress) -> None:
-        if on_segment is not None and progress.segment is not None:
-            said = progress.segment
+        if on_segment is None:
+            return
+        for said in progress.said:
             on_segment(
                 json.dumps({"start": said.start, "end": said.end, "text": said.text}).encode()
             )
