@@ -61,12 +61,14 @@ from pipelines.speech.vad import (
     speech_chunks,
     window_chunks,
 )
-from pipelines.speech.windows import SpeechTimeline
+from pipelines.speech.windows import SpeechTimeline, split_phrase
 
 Samples = NDArray[np.float32]
 
 WHISPER_MAX_S = 30.0
 _MIN_WINDOW_S = 0.1  # a remainder shorter than this after the last window is not read
+# Whisper's timestamps are this coarse: a phrase that overlaps a pause by less is not cut there.
+_TIMESTAMP_SLOP_S = 0.5
 WHISPER_RATE = 16_000
 # Encoder metadata the whisper engine reads (sherpa-onnx's key names).
 _WHISPER_KEYS = (
@@ -143,7 +145,10 @@ def validate_model_dir(model_dir: Path, language: str = "en") -> WhisperFiles:
     if multilingual and not {"all_language_tokens", "all_language_codes"} <= meta.keys():
         raise ConfigError(f"{encoder} is multilingual but lacks its language tables")
     if not multilingual and language not in ("en", ""):
-        raise ConfigError(f"{model_dir.name} is English-only; language {language!r} is not")
+        raise ConfigError(
+            f"{model_dir.name} transcribes English only, not {language!r}: choose a"
+            " multilingual model (whisper-base: mcp-media models prepare --tier quality)"
+        )
     if not (model_dir / "mel_filters.npy").is_file():
         raise ConfigError(
             f"whisper model folder {model_dir} has no mel_filters.npy: not a folder of"
@@ -239,13 +244,12 @@ def transcribe(
                 timeline.window(window_s), language
             )
             said = tuple(
-                Segment(
-                    round(timeline.to_time(at + int(piece.start * rate)), 3),
-                    round(timeline.to_time(at + int(piece.end * rate), end=True), 3),
-                    text,
-                )
+                segment
                 for piece in pieces
                 if (text := _clean(piece.text))
+                for segment in timed_segments(
+                    timeline, text, at + int(piece.start * rate), at + int(piece.end * rate)
+                )
             )
             if said:
                 language = language or heard
@@ -268,6 +272,44 @@ def transcribe(
         processing_s=time.perf_counter() - started,
         note=None if segments else NO_SPEECH_NOTE,
     )
+
+
+def timed_segments(timeline: SpeechTimeline, text: str, start: int, end: int) -> list[Segment]:
+    """Segments of one phrase laid out at [`start`, `end`], timed back to the audio.
+
+    A phrase that runs over a pause between two speech regions (whisper sometimes joins two
+    sentences across the short silence the regions are laid out with) is cut there, so no
+    segment stays on screen through a pause of the audio's own: the text is cut where the
+    speaker most likely paused (`split_phrase`), in proportion to the speech on each side.
+    Less than `_TIMESTAMP_SLOP_S` on one side is the timestamps' slop: nothing is cut, the
+    phrase moves to the other side.
+    """
+    parts: list[Segment] = []
+    rest, low = text, start
+    slop = int(_TIMESTAMP_SLOP_S * timeline.rate)
+    for stops, resumes in timeline.pauses_within(start, end):
+        before, after = stops - low, end - resumes  # speech on each side, in samples
+        if before < slop:  # the phrase only seems to start before the pause
+            left = ""
+        elif after < slop:  # ... or to end after it
+            left, rest = rest, ""
+        else:
+            left, rest = split_phrase(rest, before / (before + after))
+        if left:
+            parts.append(
+                Segment(
+                    round(timeline.to_time(low), 3),
+                    round(timeline.to_time(stops, end=True), 3),
+                    left,
+                )
+            )
+        low = resumes
+        if not rest:
+            return parts
+    parts.append(
+        Segment(round(timeline.to_time(low), 3), round(timeline.to_time(end, end=True), 3), rest)
+    )
+    return parts
 
 
 # Whisper describes sounds when nobody speaks: "(wind blowing)", "[BLANK_AUDIO]", "(Bell)".

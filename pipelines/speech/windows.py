@@ -12,6 +12,7 @@ Memory: the regions still to be read, at most one window plus one region.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,6 +90,17 @@ class SpeechTimeline:
         while len(self._spans) > 1 and self._spans[1].at <= self._start:
             self._spans.pop(0)
 
+    def pauses_within(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Pauses of the audio's own that [`start`, `end`) runs over, as laid-out positions
+        (where the speech before ends, where the speech after begins); regions that simply
+        continue one another have none between them."""
+        found = []
+        for before, after in zip(self._spans, self._spans[1:], strict=False):
+            stops = before.at + before.length
+            if stops != after.at and start < stops and after.at < end:
+                found.append((stops, after.at))
+        return found
+
     def to_time(self, at: int, *, end: bool = False) -> float:
         """Audio time of laid-out position `at`. In a gap between regions, a start moves to
         the next region's start and an end back to the previous region's end."""
@@ -105,3 +117,28 @@ class SpeechTimeline:
                 return span.time_s + (at - span.at) / self.rate
         last = spans[-1]
         return last.time_s + last.length / self.rate
+
+
+# Where a phrase may be cut, best first: after a sentence's end, after a clause, between words.
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？…])\s*")
+_CLAUSE_END = re.compile(r"(?<=[,;:，；：、])\s*")
+_WORD_GAP = re.compile(r"\s+")
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")  # kana, CJK ideographs
+
+
+def split_phrase(text: str, fraction: float) -> tuple[str, str]:
+    """Cut `text` in two near `fraction` of its length, where the speaker paused: at a
+    sentence's end if one lies within a quarter of the text of that point, else a clause's,
+    else between words (between characters in Chinese or Japanese). ("", text) or (text, "")
+    when no cut leaves words on both sides."""
+    target = fraction * len(text)
+    for pattern in (_SENTENCE_END, _CLAUSE_END, _WORD_GAP):
+        cuts = [m.end() for m in pattern.finditer(text) if m.start() > 0 and m.end() < len(text)]
+        near = [c for c in cuts if abs(c - target) <= len(text) / 4 or pattern is _WORD_GAP]
+        if near:
+            cut = min(near, key=lambda c: abs(c - target))
+            return text[:cut].strip(), text[cut:].strip()
+    if _UNSPACED.search(text) and 0 < round(target) < len(text):
+        cut = round(target)  # written without spaces: any character boundary
+        return text[:cut], text[cut:]
+    return (text, "") if fraction >= 0.5 else ("", text)

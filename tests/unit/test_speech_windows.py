@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.speech.windows import SpeechTimeline
+from pipelines.speech.stt import timed_segments
+from pipelines.speech.windows import SpeechTimeline, split_phrase
 
 pytestmark = pytest.mark.unit
 
@@ -70,3 +71,53 @@ def test_silence_added_after_a_region_is_read_but_times_stay_within_the_audio() 
     assert timeline.held_s == pytest.approx(5.0)
     assert not timeline.window(30.0)[300:].any()
     assert timeline.to_time(450, end=True) == pytest.approx(3.0)
+
+
+def test_pauses_are_found_only_between_regions_apart_in_the_audio() -> None:
+    timeline = SpeechTimeline(RATE, gap_s=0.5)
+    timeline.add(0.0, region(1.0, 1.0))
+    timeline.add(1.0, region(1.0, 1.0))  # continues the first: no pause
+    timeline.add(5.0, region(1.0, 1.0))
+    assert timeline.pauses_within(0, 350) == [(200, 250)]
+    assert timeline.pauses_within(0, 250) == []  # ends before the speech resumes
+    assert timeline.pauses_within(210, 350) == []  # starts in the laid-out silence
+
+
+@pytest.mark.parametrize(
+    ("text", "fraction", "expected"),
+    [
+        ("The ferry left. A cold wind blew.", 0.45, ("The ferry left.", "A cold wind blew.")),
+        # A sentence's end within a quarter of the text wins over a nearer word gap.
+        ("The ferry left early. A cold wind", 0.5, ("The ferry left early.", "A cold wind")),
+        ("The ferry left early. A cold wind", 0.3, ("The ferry", "left early. A cold wind")),
+        ("Bring the contract, and the pen", 0.6, ("Bring the contract,", "and the pen")),
+        ("one two three four", 0.5, ("one two", "three four")),
+        ("今天天气很好。我们去公园", 0.4, ("今天天气很好。", "我们去公园")),
+        ("今天天气很好我们去公园", 0.5, ("今天天气很好", "我们去公园")),
+        ("word", 0.2, ("", "word")),
+        ("word", 0.8, ("word", "")),
+    ],
+)
+def test_a_phrase_is_cut_where_the_speaker_paused(
+    text: str, fraction: float, expected: tuple[str, str]
+) -> None:
+    assert split_phrase(text, fraction) == expected
+
+
+def test_a_phrase_over_a_pause_becomes_one_segment_per_side() -> None:
+    timeline = SpeechTimeline(RATE, gap_s=0.3)
+    timeline.add(10.0, region(2.0, 1.0))  # laid out at 0..200
+    timeline.add(20.0, region(2.0, 1.0))  # laid out at 230..430
+    first, second = timed_segments(timeline, "The ferry left. A cold wind blew.", 20, 400)
+    assert (first.start, first.end, first.text) == (10.2, 12.0, "The ferry left.")
+    assert (second.start, second.end, second.text) == (20.0, 21.7, "A cold wind blew.")
+
+
+def test_a_phrase_that_overlaps_a_pause_by_timestamp_slop_is_not_cut() -> None:
+    timeline = SpeechTimeline(RATE, gap_s=0.3)
+    timeline.add(10.0, region(2.0, 1.0))
+    timeline.add(20.0, region(2.0, 1.0))
+    (only,) = timed_segments(timeline, "A cold wind blew.", 180, 400)  # 0.2 s before the pause
+    assert (only.start, only.end, only.text) == (20.0, 21.7, "A cold wind blew.")
+    (early,) = timed_segments(timeline, "The ferry left.", 20, 260)  # 0.3 s after it
+    assert (early.start, early.end, early.text) == (10.2, 12.0, "The ferry left.")
