@@ -17,7 +17,6 @@ continues from the same sample, so memory stays bounded on speech without pauses
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +32,6 @@ WINDOW = 512
 CONTEXT = 64
 _BATCH = 256  # windows per call of the sequence model (8 s of audio)
 _HYSTERESIS = 0.15
-
-
-@dataclass(frozen=True, slots=True)
-class _Region:
-    start: int  # absolute samples since the last reset
-    end: int
 
 
 class SileroVad:
@@ -97,7 +90,7 @@ class SileroVad:
         end = self._held + len(self._audio)
         if self._start is not None:
             silent = self._silent_since
-            self._close(_Region(self._start, end if silent is None else silent), pad_end=True)
+            self._close(self._start, end if silent is None else silent, pad_end=True)
             self._start = None
 
     def pop(self) -> list[tuple[int, Samples]]:
@@ -159,18 +152,20 @@ class SileroVad:
             self._silent_since = at
         after = at + WINDOW
         if self._silent_since is not None and after - self._silent_since >= self._min_silence:
-            self._close(_Region(self._start, self._silent_since), pad_end=True)
+            self._close(self._start, self._silent_since, pad_end=True)
             self._start = self._silent_since = None
         elif after - self._start >= self._max_speech:
-            self._close(_Region(self._start, after), pad_end=False)
+            self._close(self._start, after, pad_end=False)
             self._start, self._silent_since = after, None
 
-    def _close(self, region: _Region, *, pad_end: bool) -> None:
-        if region.end - region.start < self._min_speech:
+    def _close(self, speech_start: int, speech_end: int, *, pad_end: bool) -> None:
+        """Hand on the region spoken over [`speech_start`, `speech_end`) (absolute samples
+        since the last reset), with its padding."""
+        if speech_end - speech_start < self._min_speech:
             return
         available = self._held + len(self._audio)
-        start = max(region.start - self._pad, self._last_end, self._held)
-        end = min(region.end + (self._pad if pad_end else 0), available)
+        start = max(speech_start - self._pad, self._last_end, self._held)
+        end = min(speech_end + (self._pad if pad_end else 0), available)
         if end <= start:
             return
         self._done.append((start, self._audio[start - self._held : end - self._held].copy()))
