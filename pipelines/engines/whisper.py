@@ -82,6 +82,11 @@ class WhisperMeta:
     # own special tokens (whisper's and faster-whisper's default `suppress_tokens`).
     suppressed: tuple[int, ...]
 
+    @property
+    def timestamp_begin(self) -> int:
+        """The first timestamp token (<|0.00|>), right after <|notimestamps|>."""
+        return self.no_timestamps + 1
+
     @classmethod
     def read(cls, encoder: Path) -> WhisperMeta:
         meta = read_onnx_metadata(encoder)
@@ -209,6 +214,7 @@ class OrtWhisper:
             raise ConfigError(f"unknown whisper task {task!r}: transcribe or translate")
         self._task = meta.translate if task == "translate" else meta.transcribe
         self._tail_frames = round(tail_padding_s * RATE / _HOP)
+        self._suppressed = np.array(meta.suppressed, dtype=np.int64)
 
     def transcribe(self, samples: Samples) -> str:
         pieces, _, _ = self.recognise_window(samples, self._language)
@@ -238,7 +244,7 @@ class OrtWhisper:
         audio_s = frames * _HOP / RATE
         if decoded.silent:
             return (), audio_s, language
-        window = split_window(decoded.tokens, meta.no_timestamps + 1, meta.eot)
+        window = split_window(decoded.tokens, meta.timestamp_begin, meta.eot)
         pieces = tuple(
             Segment(
                 min(p.start * SECONDS_PER_TIMESTAMP, audio_s),
@@ -255,8 +261,6 @@ class OrtWhisper:
     ) -> _Decoded:
         """Greedy under whisper's timestamp rules, until the end or `budget` text tokens."""
         meta = self.meta
-        ts_begin = meta.no_timestamps + 1
-        suppressed = np.array(meta.suppressed, dtype=np.int64)
         chosen: list[int] = []
         feed, offset, text, total_logprob = prompt, 0, 0, 0.0
         no_speech_prob = 0.0
@@ -265,10 +269,10 @@ class OrtWhisper:
             if not chosen:
                 no_speech_prob = float(_softmax(rows[0])[meta.no_speech])
             logits = rows[-1]
-            logits[suppressed] = -np.inf
+            logits[self._suppressed] = -np.inf
             if not chosen:
                 logits[[meta.blank, meta.eot]] = -np.inf
-            apply_timestamp_rules(logits, chosen, ts_begin, meta.eot)
+            apply_timestamp_rules(logits, chosen, meta.timestamp_begin, meta.eot)
             token = int(np.argmax(logits))
             total_logprob += float(np.log(_softmax(logits)[token]))
             if token == meta.eot:
