@@ -371,21 +371,36 @@ class JobState(Protocol):
 NO_SPEECH_LINE = f"[{NO_SPEECH_NOTE} in the audio]"
 
 
-def result_note(envelope: Envelope) -> str | None:
-    """What the agent sees for a finished job: only `done` results say anything.
+_UNAVAILABLE = {
+    "vision.summarize": "image summary",
+    "audio.transcribe": "audio transcript",
+    "audio.synthesize": "spoken audio",
+}
+REASON_CHARS = 200
 
-    A transcript without words says so (our own line, not content from the audio), so that
-    silence is not mistaken for a missing or still running transcription.
+
+def result_note(envelope: Envelope) -> str | None:
+    """What the agent sees for a finished job, under its `MEDIA:` tag.
+
+    A `done` result is its body, wrapped as untrusted data; a transcript without words says
+    so (our own line, not content from the audio), so that silence is not mistaken for a
+    missing or still running transcription. A `degraded` or `failed` one is one short line
+    with the reason, never silence: the agent learns the result is missing and why.
     """
+    capability = envelope.key.capability
     if envelope.status is not Status.DONE:
-        return None
+        if not envelope.status.finished:
+            return None
+        what = _UNAVAILABLE.get(capability.value, f"{capability.value} result")
+        reason = one_line(envelope.reason or envelope.status.value, REASON_CHARS)
+        return f"[{what} unavailable: {reason}]"
     output = envelope.output
     body = output.get("summary") if "summary" in output else output.get("text")
     if not isinstance(body, str) or not body.strip():
-        if envelope.key.capability is Capability.AUDIO_TRANSCRIBE and isinstance(body, str):
+        if capability is Capability.AUDIO_TRANSCRIBE and isinstance(body, str):
             return NO_SPEECH_LINE  # results from before the note have an empty text too
         return None
-    return wrap_untrusted(envelope.key.capability.value, body)
+    return wrap_untrusted(capability.value, body)
 
 
 def job_notes(jobs: Sequence[JobState], fetch: str = CLI_FETCH) -> dict[str, list[str]]:

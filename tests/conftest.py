@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,3 +84,65 @@ def prepared_models() -> list[ModelInfo]:
 def models_home(prepared_models: list[ModelInfo]) -> Path:
     """A home whose `models/` holds every default model, complete."""
     return prepared_models[0].path.parent.parent
+
+
+# Every test names its tier, and the unit tier starts no process: both are checked here, so
+# that a test cannot drift into the wrong tier unnoticed.
+TIERS = ("unit", "integration", "models", "faults")
+_SPAWN_EVENTS = frozenset(
+    {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec"}
+)
+_spawned: list[str] = []
+_watching = False
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if _watching and event in _SPAWN_EVENTS:
+        _spawned.append(f"{event} {str(args[:2])[:200]}")
+
+
+sys.addaudithook(_audit)
+# The openai client asks `platform` for the processor, which runs `uname -p` once per process
+# and caches it: asked here, outside any test, so it is not counted against the first one.
+platform.processor()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test's tier is its closest tier marker (a test's own overrides its module's);
+    a test without one is an error. Runs before `-m` selects, so `-m unit` sees one tier."""
+    tiers: dict[str, str] = {}
+    untiered = []
+    for item in items:
+        closest = next((m.name for m in item.iter_markers() if m.name in TIERS), None)
+        if closest is None:
+            untiered.append(item.nodeid)
+        else:
+            tiers[item.nodeid] = closest
+    if untiered:
+        listed = "\n  ".join(untiered[:20])
+        raise pytest.UsageError(
+            f"{len(untiered)} tests carry no tier marker ({', '.join(TIERS)}):\n  {listed}"
+        )
+    for item in items:
+        for node in item.listchain():
+            node.own_markers[:] = [m for m in node.own_markers if m.name not in TIERS]
+        item.add_marker(tiers[item.nodeid])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    global _watching
+    unit = item.get_closest_marker("unit") is not None
+    _spawned.clear()
+    _watching = unit
+    try:
+        result = yield
+    finally:
+        _watching = False
+    if unit and _spawned:
+        raise AssertionError(
+            "a unit test started a process (move it to the integration tier): "
+            + "; ".join(_spawned[:3])
+        )
+    return result

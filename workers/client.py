@@ -1,15 +1,18 @@
-"""MediaClient: submit the jobs an ingest needs, wait for them, fetch results.
+"""MediaClient: the job gateway of the Celery/Redis cluster.
 
-Submissions are deduplicated across the cluster: a key already `done` is not submitted
-again, and concurrent submitters of one key share one job id.
+Every door submits through it: one atomic admission per key (answered by a stored result,
+joined to the job in flight, refused over the high water, else enqueued), then waits that
+follow the events channel and match the job they were handed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,38 +20,25 @@ from celery import Celery
 
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
-from workers.capabilities import CAPABILITIES
+from workers.capabilities import CAPABILITIES, QUEUES
+from workers.events import FALLBACK_POLL, EventFollower
+from workers.gateway import Admission, JobHandle, QueueFull, answers, submit_all
 from workers.journal import Journal
 from workers.settings import Settings
-from workers.store import RedisStore, redis_store, settled
+from workers.store import RedisStore, redis_store
 
-POLL = 0.05
-
-
-@dataclass(frozen=True, slots=True)
-class JobHandle:
-    id: str
-    key: ResultKey
-    path: Path
-    status: Status
-    envelope: Envelope | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "capability": self.key.capability.value,
-            "sha256": self.key.sha256,
-            "id": self.id,
-            "status": self.status.value,
-            "result": self.envelope.to_json() if self.envelope is not None else None,
-        }
+__all__ = ["JobHandle", "MediaClient"]
 
 
 class MediaClient:
+    runs_here = False
+
     def __init__(self, settings: Settings, app: Celery, store: RedisStore) -> None:
         self.settings = settings
         self.app = app
         self.store = store
         self.journal = Journal.of(store)
+        self.events = EventFollower(store.redis)
         self._versions: dict[Capability, str] = {}
 
     @classmethod
@@ -61,7 +51,9 @@ class MediaClient:
         url = url or broker_url(settings.home, settings.redis_url).url
         return cls(settings, base_app(settings, url), redis_store(settings, url))
 
-    def close(self) -> None:
+    def close(self, finish_jobs: bool = False) -> None:
+        """Disconnect (the jobs run on the cluster's workers, whatever `finish_jobs` says)."""
+        self.events.close()
         self.store.close()
         self.app.close()
 
@@ -85,12 +77,10 @@ class MediaClient:
         params: Mapping[str, Any] | None = None,
         force: bool = False,
     ) -> list[JobHandle]:
-        return [
-            self.submit_one(
-                job.capability, job.sha256, job.path, trace_id=trace_id, params=params, force=force
-            )
-            for job in jobs
-        ]
+        return submit_all(self, jobs, trace_id=trace_id, params=params, force=force)
+
+    def get(self, key: ResultKey) -> Envelope | None:
+        return self.store.get(key)
 
     def submit_one(
         self,
@@ -101,23 +91,37 @@ class MediaClient:
         trace_id: str | None = None,
         params: Mapping[str, Any] | None = None,
         force: bool = False,
+        limit: bool = False,
     ) -> JobHandle:
+        """One admission for the key: see `workers.store._ADMIT`. `limit` refuses the job
+        with `QueueFull` when its queue is at the high water (doors that answer at once);
+        without it the job is always accepted (a caller that waits its turn itself)."""
         spec = CAPABILITIES[capability]
         key = self.key(capability, sha256, params)
+        # The store's look-up also re-indexes a result Redis lost; the script decides.
         existing = self.store.get(key)
-        if settled(existing, force=force):
+        if answers(existing, None, force):
             assert existing is not None
-            return JobHandle(existing.job_id or "-", key, path, existing.status, existing)
+            return self._settled(key, path, existing)
         try:
             size = path.stat().st_size
         except OSError:
             size = 0
         soft, hard = spec.time_limits(self.settings, size)
         inflight_ttl = int(hard * (self.settings.jobs.max_deliveries + 1) + 600)
+        high_water = self.settings.jobs.high_water if limit else 0
         job_id = str(uuid.uuid4())
-        current = self.store.reserve_job(key, job_id, inflight_ttl)
-        if current != job_id:
-            return JobHandle(current, key, path, Status.PENDING)
+        admitted = self.store.admit(key, job_id, inflight_ttl, spec.queue, high_water, force)
+        if admitted.decision == "settled":
+            assert admitted.envelope is not None
+            return self._settled(key, path, admitted.envelope)
+        if admitted.decision == "refused":
+            raise QueueFull(spec.queue, admitted.waiting, high_water)
+        if admitted.decision == "joined":
+            assert admitted.job_id is not None
+            return JobHandle(
+                admitted.job_id, key, path, Status.PENDING, admission=Admission.JOINED, force=force
+            )
         kwargs = {
             "key": str(key),
             "path": str(path),
@@ -146,10 +150,21 @@ class MediaClient:
         except Exception:
             # Never sent: nothing may re-send it.
             self.store.forget_job(key, job_id)
+            self.store.started(spec.queue, job_id)
             self.journal.remove(job_id)
             self.store.forget_record(job_id)
             raise
-        return JobHandle(job_id, key, path, Status.PENDING)
+        return JobHandle(job_id, key, path, Status.PENDING, force=force)
+
+    @staticmethod
+    def _settled(key: ResultKey, path: Path, envelope: Envelope) -> JobHandle:
+        return JobHandle(
+            envelope.job_id or "-", key, path, envelope.status, envelope, Admission.SETTLED
+        )
+
+    def waiting(self) -> dict[str, int]:
+        """Jobs waiting in each queue (sent, not yet taken by a worker)."""
+        return self.store.queue_lengths(QUEUES)
 
     def unserved(self, handles: Iterable[JobHandle]) -> dict[str, list[JobHandle]]:
         """The unfinished handles whose queue no live worker serves, by queue.
@@ -167,25 +182,84 @@ class MediaClient:
         return {queue: found for queue, found in waiting.items() if queue not in served}
 
     def wait(self, handles: list[JobHandle], timeout: float) -> list[JobHandle]:
-        """Poll until every handle has a finished envelope or the deadline passes."""
+        """Each handle with the envelope that answers its job, or as it was at the deadline.
+
+        Follows the events channel; looks results up once after watching starts and then
+        every `FALLBACK_POLL` seconds, in case an event was missed."""
         deadline = time.monotonic() + timeout
-        current = list(handles)
-        polls = 0
-        while True:
-            open_keys = [h.key for h in current if h.envelope is None]
-            if open_keys:
-                found = self.store.get_many(open_keys)
-                current = [
-                    replace(h, envelope=found[h.key], status=found[h.key].status)
-                    if h.envelope is None and h.key in found and found[h.key].status.finished
-                    else h
-                    for h in current
-                ]
-            if all(h.envelope is not None for h in current) or time.monotonic() >= deadline:
-                return current
-            # Short jobs finish within milliseconds: poll fast first, then back off.
-            time.sleep(min(POLL, 0.002 * 2 ** min(polls, 5)))
-            polls += 1
+        found: dict[int, Envelope] = {}
+        open_ = {i: h for i, h in enumerate(handles) if h.envelope is None}
+        everything = threading.Event()
+        lock = threading.Lock()
+
+        def notifier(index: int, handle: JobHandle) -> Any:
+            def notify(envelope: Envelope) -> None:
+                if handle.answered_by(envelope):
+                    with lock:
+                        found.setdefault(index, envelope)
+                        if len(found) == len(open_):
+                            everything.set()
+
+            return notify
+
+        cancels = [self.events.watch(h.key, notifier(i, h)) for i, h in open_.items()]
+        try:
+            while open_:
+                with lock:
+                    missing = [(i, h) for i, h in open_.items() if i not in found]
+                if not missing:
+                    break
+                stored = self.store.get_many([h.key for _, h in missing])
+                for index, handle in missing:
+                    envelope = stored.get(handle.key)
+                    if envelope is not None and handle.answered_by(envelope):
+                        notifier(index, handle)(envelope)
+                remaining = deadline - time.monotonic()
+                if everything.is_set() or remaining <= 0:
+                    break
+                everything.wait(min(remaining, FALLBACK_POLL))
+        finally:
+            for cancel in cancels:
+                cancel()
+        return [
+            replace(h, envelope=found[i], status=found[i].status) if i in found else h
+            for i, h in enumerate(handles)
+        ]
+
+    async def wait_async(self, handle: JobHandle, timeout: float) -> JobHandle:
+        """`wait` for one handle without holding a thread while it waits."""
+        if handle.envelope is not None:
+            return handle
+        loop = asyncio.get_running_loop()
+        arrived: asyncio.Future[Envelope] = loop.create_future()
+
+        def deliver(envelope: Envelope) -> None:
+            if not arrived.done():
+                arrived.set_result(envelope)
+
+        def notify(envelope: Envelope) -> None:
+            if handle.answered_by(envelope):
+                loop.call_soon_threadsafe(deliver, envelope)
+
+        cancel = await loop.run_in_executor(None, self.events.watch, handle.key, notify)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                stored = await loop.run_in_executor(None, self.store.get, handle.key)
+                if stored is not None and handle.answered_by(stored):
+                    return replace(handle, envelope=stored, status=stored.status)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return handle
+                try:
+                    envelope = await asyncio.wait_for(
+                        asyncio.shield(arrived), min(remaining, FALLBACK_POLL)
+                    )
+                except TimeoutError:
+                    continue
+                return replace(handle, envelope=envelope, status=envelope.status)
+        finally:
+            cancel()
 
     def result(self, ident: str) -> tuple[str | None, ResultKey | None, Envelope | None]:
         """A result by job id or by sha256 (newest processor version for that hash)."""

@@ -22,6 +22,11 @@ def inflight(key: ResultKey) -> str:
     return f"{PREFIX}:inflight:{key}"
 
 
+def admitted(queue: str) -> str:
+    """Sorted set: the jobs admitted to `queue` that no worker has started, by expiry."""
+    return f"{PREFIX}:admitted:{queue}"
+
+
 def job(job_id: str) -> str:
     return f"{PREFIX}:job:{job_id}"
 

@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from pipelines.results import Envelope, ResultKey, Sidecars
-from workers.store import Claim
+from pipelines.results import Envelope, ResultKey, Sidecars, Status
+from workers.store import Admitted, Claim
 
 
 class LocalStore:
@@ -33,6 +33,7 @@ class LocalStore:
         self._deliveries: Counter[str] = Counter()
         self._dead: list[dict[str, Any]] = []
         self._counts: dict[str, Counter[str]] = {}
+        self._admitted: dict[str, dict[str, float]] = {}
 
     def get(self, key: ResultKey) -> Envelope | None:
         with self._lock:
@@ -63,6 +64,31 @@ class LocalStore:
             if current == job_id:
                 self._jobs[job_id] = key
             return current
+
+    def admit(
+        self, key: ResultKey, job_id: str, ttl: int, queue: str, high_water: int, force: bool
+    ) -> Admitted:
+        now = self._clock()
+        with self._lock:
+            stored = self._results.get(key)
+            if not force and stored is not None and stored.status is Status.DONE:
+                return Admitted("settled", envelope=stored)
+            current = self._inflight.get(key)
+            if current is not None:
+                return Admitted("joined", job_id=current)
+            waiting = self._admitted.setdefault(queue, {})
+            for stale in [j for j, expiry in waiting.items() if expiry <= now]:
+                del waiting[stale]
+            if high_water > 0 and len(waiting) >= high_water:
+                return Admitted("refused", waiting=len(waiting))
+            self._inflight[key] = job_id
+            self._jobs[job_id] = key
+            waiting[job_id] = now + ttl
+            return Admitted("queued", job_id=job_id)
+
+    def started(self, queue: str, job_id: str) -> None:
+        with self._lock:
+            self._admitted.get(queue, {}).pop(job_id, None)
 
     def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None:
         with self._lock:

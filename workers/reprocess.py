@@ -25,6 +25,7 @@ from pipelines.results import ResultKey, Status
 from workers import keys
 from workers.capabilities import CAPABILITIES
 from workers.client import JobHandle, MediaClient
+from workers.gateway import QueueFull
 from workers.settings import Settings
 
 LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it quickly
@@ -213,7 +214,6 @@ def run(
     client: MediaClient,
     selection: Selection,
     *,
-    high_water: int,
     dry_run: bool = False,
     wait: bool = True,
     out: TextIO = sys.stderr,
@@ -234,19 +234,22 @@ def run(
             try:
                 for item in select(client.settings, selection, tally):
                     capability = JOB_FOR_KIND[item.kind]
-                    queue = CAPABILITIES[capability].queue
-                    while client.store.redis.llen(queue) >= high_water:
-                        _drain(events, pending, tally)
-                        progress.show()
-                        report.write()
-                        time.sleep(POLL)
-                    handle = client.submit_one(
-                        capability,
-                        item.sha256,
-                        item.path,
-                        params={"force": True} if selection.mode == "all" else None,
-                        force=selection.mode == "all",
-                    )
+                    while True:  # admission refuses over the high water: wait our turn
+                        try:
+                            handle = client.submit_one(
+                                capability,
+                                item.sha256,
+                                item.path,
+                                params={"force": True} if selection.mode == "all" else None,
+                                force=selection.mode == "all",
+                                limit=True,
+                            )
+                            break
+                        except QueueFull:
+                            _drain(events, pending, tally)
+                            progress.show()
+                            report.write()
+                            time.sleep(POLL)
                     tally.enqueued += 1
                     if handle.envelope is not None:
                         _count(tally, handle.status.value)

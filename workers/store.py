@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import secrets
-import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from pipelines.results import Envelope, ResultKey, Sidecars, Status
+from pipelines.results import Envelope, ResultKey, Sidecars
 from workers import keys
 from workers.settings import Settings
 
@@ -45,6 +44,43 @@ if redis.call('zcard', KEYS[1]) < tonumber(ARGV[3]) then
 end
 return 0
 """
+
+
+# One atomic admission for a key: answered by a done result, joined to the job in flight,
+# refused over the queue's high water, else registered (the caller then sends the message).
+# The queue's depth is the set of admitted jobs no worker has started yet, scored by expiry,
+# so that a burst of submitters cannot all pass a check that only later becomes false.
+# KEYS: result, inflight, job, admitted.  ARGV: job id, ttl, high water (0: none), now,
+# result key text, job-key ttl, force (1/0).
+_ADMIT = """
+if ARGV[7] == '0' then
+  local stored = redis.call('get', KEYS[1])
+  if stored and cjson.decode(stored)['status'] == 'done' then return {'settled', stored} end
+end
+local current = redis.call('get', KEYS[2])
+if current then return {'joined', current} end
+local high = tonumber(ARGV[3])
+if high > 0 then
+  redis.call('zremrangebyscore', KEYS[4], '-inf', ARGV[4])
+  local waiting = redis.call('zcard', KEYS[4])
+  if waiting >= high then return {'refused', tostring(waiting)} end
+end
+redis.call('set', KEYS[2], ARGV[1], 'EX', ARGV[2])
+redis.call('set', KEYS[3], ARGV[5], 'EX', ARGV[6])
+redis.call('zadd', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[2]), ARGV[1])
+return {'queued', ARGV[1]}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What `admit` decided: `settled` (with the stored envelope), `joined` (with the job in
+    flight), `queued` (the caller's job id, now registered), or `refused` (queue depth)."""
+
+    decision: str
+    job_id: str | None = None
+    envelope: Envelope | None = None
+    waiting: int = 0
 
 
 # Workers announce themselves in `keys.WORKERS` every few seconds (the heartbeat of
@@ -128,6 +164,10 @@ class ResultStore(Protocol):
     def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]: ...
     def put(self, envelope: Envelope) -> None: ...
     def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str: ...
+    def admit(
+        self, key: ResultKey, job_id: str, ttl: int, queue: str, high_water: int, force: bool
+    ) -> Admitted: ...
+    def started(self, queue: str, job_id: str) -> None: ...
     def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None: ...
     def forget_record(self, job_id: str) -> None: ...
     def forget_job(self, key: ResultKey, job_id: str) -> None: ...
@@ -157,6 +197,7 @@ class RedisStore:
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
         self._sem_acquire = client.register_script(_SEM_ACQUIRE)
+        self._admit = client.register_script(_ADMIT)
 
     # finished results
 
@@ -226,6 +267,34 @@ class RedisStore:
             self.redis.set(keys.job(job_id), str(key), ex=max(ttl, self.result_ttl))
         return current.decode() if isinstance(current, bytes) else str(current)
 
+    def admit(
+        self, key: ResultKey, job_id: str, ttl: int, queue: str, high_water: int, force: bool
+    ) -> Admitted:
+        """One atomic decision for a submission of `key` (see `_ADMIT`)."""
+        decision, value = self._admit(
+            keys=[keys.result(key), keys.inflight(key), keys.job(job_id), keys.admitted(queue)],
+            args=[
+                job_id,
+                ttl,
+                high_water,
+                self.now(),
+                str(key),
+                max(ttl, self.result_ttl),
+                int(force),
+            ],
+        )
+        decision = decision.decode()
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        if decision == "settled":
+            return Admitted(decision, envelope=Envelope.from_json(json.loads(text)))
+        if decision == "refused":
+            return Admitted(decision, waiting=int(text))
+        return Admitted(decision, job_id=text)
+
+    def started(self, queue: str, job_id: str) -> None:
+        """A worker took the job: it no longer counts against its queue's high water."""
+        self.redis.zrem(keys.admitted(queue), job_id)
+
     def forget_job(self, key: ResultKey, job_id: str) -> None:
         self._release(keys=[keys.inflight(key)], args=[job_id])
 
@@ -260,19 +329,13 @@ class RedisStore:
     def claim(self, key: ResultKey, ttl: float) -> Claim | None:
         """Take the key, or None while a live owner holds it.
 
-        Tokens name their owner (host and pid): a claim left by a process of this host that
-        no longer exists (a pool child killed by the OOM killer) is taken over at once
-        instead of after its TTL.
+        Tokens are random per claim, never derived from a host name or pid: two workers with
+        the same host name in different PID namespaces must never take each other's live
+        claim. A claim whose holder died expires with its TTL (renewed while alive).
         """
-        name = keys.claim(key)
-        token = f"{_HOST}:{os.getpid()}:{secrets.token_hex(8)}"
-        if self.redis.set(name, token, nx=True, px=int(ttl * 1000)):
+        token = f"{os.getpid()}:{secrets.token_hex(16)}"  # the pid is for people reading it
+        if self.redis.set(keys.claim(key), token, nx=True, px=int(ttl * 1000)):
             return Claim(key, token)
-        held = self.redis.get(name)
-        if held is not None and _dead_local_owner(held.decode()):
-            self._release(keys=[name], args=[held])
-            if self.redis.set(name, token, nx=True, px=int(ttl * 1000)):
-                return Claim(key, token)
         return None
 
     def renew(self, claim: Claim, ttl: float) -> bool:
@@ -352,37 +415,6 @@ class RedisStore:
     def paused_queues(self) -> set[str]:
         """Queues paused from the jobs page: workers stop consuming them until resumed."""
         return {raw.decode() for raw in self.redis.smembers(keys.PAUSED)}
-
-
-_HOST = socket.gethostname()
-
-
-def _dead_local_owner(token: str) -> bool:
-    host, _, rest = token.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != _HOST or not pid_text.isdigit():
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def settled(envelope: Envelope | None, job_id: str | None = None, force: bool = False) -> bool:
-    """The one dedup decision: does `envelope` answer a job, so that nothing runs again?
-
-    A `done` result answers every submission of its key; `degraded` and `failed` ones are
-    retried by the next submission (that is the retry policy). A forced job (reprocess
-    --all) runs again unless its own run already finished: a redelivery of finished work.
-    """
-    if envelope is None:
-        return False
-    if job_id is not None and envelope.job_id == job_id:
-        return envelope.status.finished
-    return not force and envelope.status is Status.DONE
 
 
 def redis_client(url: str) -> redis.Redis[bytes]:

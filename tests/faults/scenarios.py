@@ -233,11 +233,11 @@ def claimed(client: MediaClient, jobs: Sequence[JobRequest]) -> int:
 
 
 def claim_owner(client: MediaClient, job: JobRequest) -> int | None:
-    """The pid named by the claim on a job's key (tokens are `host:pid:random`)."""
+    """The pid named by the claim on a job's key (tokens are `pid:random`)."""
     raw = client.store.redis.get(keys.claim(client.key(job.capability, job.sha256)))
     if raw is None:
         return None
-    pid = raw.decode().split(":")[1]
+    pid = raw.decode().split(":")[0]
     return int(pid) if pid.isdigit() else None
 
 

@@ -40,6 +40,7 @@ def test_inputs_are_reproducible_by_seed_and_index() -> None:
     assert sum(a == b for a, b in zip(first, other, strict=True) if isinstance(a, str | bytes)) < 5
 
 
+@pytest.mark.integration  # starts a process
 def test_command_line_prints_its_count_and_exit_code_follows_failures() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "tests.fuzz.fuzz_ingest", "--count", "300", "--jobs", "2"],

@@ -20,6 +20,8 @@ from tests.integration.conftest import ROOT, Cluster
 from tests.support.net import free_port, wait_for_port
 
 pytestmark = pytest.mark.integration
+# The door's status in-process: every queue known, nothing admitted.
+INLINE_IDLE = {"mode": "inline", "queues": {q: {"waiting": 0} for q in ("vision", "stt", "tts")}}
 
 
 @pytest.fixture
@@ -57,7 +59,7 @@ def test_client_with_the_token_lists_and_calls_own_tools(http_door: tuple[str, s
                 "describe_image", "transcribe_audio", "speak", "media_result", "media_status",
             }  # fmt: skip
             status = await client.call_tool("media_status", {})
-            assert status.structured_content == {"mode": "inline", "queues": {}}
+            assert status.structured_content == INLINE_IDLE
 
     anyio.run(scenario)
 
@@ -142,7 +144,7 @@ def test_proxy_over_http_aggregates_a_remote_upstream_with_headers(
                 names = {tool.name for tool in (await client.list_tools()).tools}
                 assert {"remote__media_status", "drive__who", "drive__screenshot"} <= names
                 status = await client.call_tool("remote__media_status", {})
-                assert status.structured_content == {"mode": "inline", "queues": {}}
+                assert status.structured_content == INLINE_IDLE
                 who = await client.call_tool("drive__who", {})
                 assert [b.text for b in who.content if hasattr(b, "text")] == ["drive"]
 
@@ -214,7 +216,7 @@ def test_a_wildcard_bind_with_a_token_serves_the_machine_addresses(cluster: Clus
             http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
             async with http, Client(streamable_http_client(url, http_client=http)) as client:
                 status = await client.call_tool("media_status", {})
-                assert status.structured_content == {"mode": "inline", "queues": {}}
+                assert status.structured_content == INLINE_IDLE
 
         anyio.run(scenario)
 

@@ -4,6 +4,8 @@ checked on a real redis-server with the same checks as the in-memory twin."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -79,11 +81,27 @@ def test_reap_resends_only_unfinished_jobs_of_expired_leases(
     renew_leases(store.redis, ["orphan", "finished"], lease=-1)  # both holders stopped
     renew_leases(store.redis, ["alive"], lease=60)
     try:
-        assert reap(app, store) == ["orphan"]
+        assert reap(app, store, settle=0) == ["orphan"]
         assert store.redis.llen("vision") == 1  # the orphan, re-sent with its own id
         message = json.loads(store.redis.lindex("vision", 0) or b"{}")
         assert message["headers"]["id"] == "orphan"
         assert [m.decode() for m in store.redis.zrange(keys.LEASES, 0, -1)] == ["alive"]
-        assert reap(app, store) == []  # taken atomically: one reaper re-sends a job once
+        assert reap(app, store, settle=0) == []  # taken atomically: one reaper re-sends a job once
     finally:
         app.close()
+
+
+def test_a_claim_is_never_taken_over_by_the_pid_its_token_names(
+    make: contract.MakeStore, tmp_path: Path
+) -> None:
+    """Two workers with one host name in different PID namespaces: a token naming a pid that
+    is dead *here* may belong to a live process elsewhere. Only the TTL ends a claim."""
+    store = make(tmp_path)
+    assert isinstance(store, RedisStore)
+    dead_here = max(os.getpid() * 7 % 4_000_000, 300_000)  # no such process on this host
+    with pytest.raises(ProcessLookupError):
+        os.kill(dead_here, 0)
+    held = f"{socket.gethostname()}:{dead_here}:0123456789abcdef"
+    store.redis.set(keys.claim(contract.KEY), held, px=30_000)
+    assert store.claim(contract.KEY, ttl=30) is None
+    assert store.redis.get(keys.claim(contract.KEY)) == held.encode()

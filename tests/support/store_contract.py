@@ -10,7 +10,8 @@ from pathlib import Path
 
 from pipelines.media import Capability
 from pipelines.results import Envelope, ResultKey, Status
-from workers.store import ResultStore, settled
+from workers.gateway import answers
+from workers.store import ResultStore
 
 KEY = ResultKey(Capability.VISION_SUMMARIZE, "abc123", "a" * 64)
 OTHER = ResultKey(Capability.AUDIO_TRANSCRIBE, "abc123", "b" * 64)
@@ -128,15 +129,73 @@ def check_semaphore_limits_and_expires(make: MakeStore, tmp: Path, wait: Wait) -
     assert store.acquire_slot("other", 1, ttl=30) is not None  # semaphores are per name
 
 
-def check_settled_is_the_dedup_rule() -> None:
-    assert not settled(None)
-    assert settled(envelope(status=Status.DONE))
-    assert not settled(envelope(status=Status.DEGRADED))  # retried by the next submission
-    assert not settled(envelope(status=Status.FAILED))
-    assert not settled(envelope(status=Status.DONE), force=True)
-    # A redelivery of a job that already finished (even degraded) does nothing more.
-    assert settled(envelope(status=Status.DEGRADED, job_id="j9"), job_id="j9")
-    assert settled(envelope(status=Status.DONE, job_id="j9"), job_id="j9", force=True)
+def check_answers_is_the_dedup_rule() -> None:
+    assert not answers(None, None)
+    assert answers(envelope(status=Status.DONE), None)
+    assert not answers(envelope(status=Status.DEGRADED), None)  # retried by the next submission
+    assert not answers(envelope(status=Status.FAILED), None)
+    assert not answers(envelope(status=Status.DONE), None, force=True)
+    # An older failure never answers a new job: the new job is its retry.
+    assert not answers(envelope(status=Status.FAILED, job_id="old"), "new")
+    assert answers(envelope(status=Status.DONE, job_id="old"), "new")
+    # A job's own run answers it (a redelivery of finished work does nothing more).
+    assert answers(envelope(status=Status.DEGRADED, job_id="j9"), "j9")
+    assert answers(envelope(status=Status.DONE, job_id="j9"), "j9", force=True)
+    assert not answers(envelope(status=Status.PENDING, job_id="j9"), "j9")
+
+
+def check_admission_decides_once(make: MakeStore, tmp: Path) -> None:
+    store = make(tmp)
+    first = store.admit(KEY, "first", 60, "vision", 0, force=False)
+    assert (first.decision, first.job_id) == ("queued", "first")
+    assert store.key_for_job("first") == KEY
+    joined = store.admit(KEY, "second", 60, "vision", 0, force=False)
+    assert (joined.decision, joined.job_id) == ("joined", "first")
+    store.put(envelope(status=Status.FAILED, job_id="first"))
+    retry = store.admit(KEY, "third", 60, "vision", 0, force=False)  # a failure is retried
+    assert (retry.decision, retry.job_id) == ("queued", "third")
+    store.put(envelope(status=Status.DONE, job_id="third"))
+    done = store.admit(KEY, "fourth", 60, "vision", 0, force=False)
+    assert done.decision == "settled" and done.envelope is not None
+    assert done.envelope.job_id == "third"
+    forced = store.admit(KEY, "fifth", 60, "vision", 0, force=True)
+    assert (forced.decision, forced.job_id) == ("queued", "fifth")
+
+
+def check_admission_burst_stops_at_high_water(make: MakeStore, tmp: Path) -> None:
+    store = make(tmp)
+    barrier = threading.Barrier(32)
+    decisions: list[str] = []
+
+    def submit(n: int) -> None:
+        key = ResultKey(Capability.VISION_SUMMARIZE, "abc123", f"{n:064x}")
+        barrier.wait()
+        decisions.append(store.admit(key, f"job{n}", 60, "vision", 3, force=False).decision)
+
+    threads = [threading.Thread(target=submit, args=(n,)) for n in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(decisions) == ["queued"] * 3 + ["refused"] * 29
+    queued = [
+        n
+        for n in range(32)
+        if store.inflight_job(ResultKey(Capability.VISION_SUMMARIZE, "abc123", f"{n:064x}"))
+        is not None
+    ]
+    store.started("vision", f"job{queued[0]}")  # a worker took one: one place is free
+    assert store.admit(KEY, "late", 60, "vision", 3, force=False).decision == "queued"
+    assert store.admit(OTHER, "later", 60, "vision", 3, force=False).decision == "refused"
+    assert store.admit(OTHER, "other-queue", 60, "stt", 3, force=False).decision == "queued"
+
+
+def check_admitted_jobs_expire(make: MakeStore, tmp: Path, wait: Wait) -> None:
+    store = make(tmp)
+    assert store.admit(KEY, "lost", 1, "vision", 1, force=False).decision == "queued"
+    assert store.admit(OTHER, "next", 1, "vision", 1, force=False).decision == "refused"
+    wait(1.5)  # a message that never reached a worker stops counting when its entry expires
+    assert store.admit(OTHER, "next", 1, "vision", 1, force=False).decision == "queued"
 
 
 CHECKS: list[Check] = [
@@ -145,8 +204,11 @@ CHECKS: list[Check] = [
     check_one_winner_among_threads,
     check_reserve_job_shares_one_id,
     check_deliveries_and_dead_letters,
+    check_admission_decides_once,
+    check_admission_burst_stops_at_high_water,
 ]
 TIMED_CHECKS: list[TimedCheck] = [
     check_expired_claim_is_taken_over,
     check_semaphore_limits_and_expires,
+    check_admitted_jobs_expire,
 ]

@@ -6,6 +6,8 @@ import pytest
 
 from bench.espeak_zh import espeak_phonemes, syllable
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("pinyin", "phonemes"),

@@ -160,7 +160,14 @@ def compare(out: RenderedResult, payload: bytes, expect: dict[str, Any]) -> list
     return wrong
 
 
-@pytest.mark.parametrize("name", NAMES)
+# Cases that get as far as a real decode, which runs in a bounded child process.
+DECODED = frozenset({"webp_4000_is_decoded"})
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.integration) if n in DECODED else n for n in NAMES],
+)
 def test_hostile_case(name: str, tmp_path: Path) -> None:
     expect = EXPECTED[name]
     payload = build.CASES[name].payload()
@@ -240,6 +247,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.integration  # starts a process
 @pytest.mark.parametrize("name", MEMORY_CASES)
 def test_hostile_decoder_case_stays_within_its_memory_bound(name: str, tmp_path: Path) -> None:
     """The peak memory of a fresh process ingesting the case, and of its decoder child."""
@@ -279,6 +287,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+@pytest.mark.integration  # starts a process
 @pytest.mark.parametrize(("name", "run"), CLI_RUNS)
 def test_hostile_case_through_the_cli(name: str, run: int, tmp_path: Path) -> None:
     expect = EXPECTED[name]
@@ -438,6 +447,7 @@ print(json.dumps(row))
 """
 
 
+@pytest.mark.integration  # starts a process
 @pytest.mark.parametrize("name", SPEECH_NAMES)
 def test_hostile_speech_text(name: str, tmp_path: Path) -> None:
     expect = EXPECTED[name]

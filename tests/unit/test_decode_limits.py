@@ -95,6 +95,7 @@ def _progressive_header(side: int, components: int) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.integration  # starts a process
 def test_an_allocation_over_the_address_space_cap_is_stopped_in_the_child() -> None:
     def greedy() -> tuple[dict[str, object], bytes]:
         return {"n": len(bytearray(256 * 1024 * 1024))}, b""
@@ -105,6 +106,7 @@ def test_an_allocation_over_the_address_space_cap_is_stopped_in_the_child() -> N
     assert run_bounded(greedy, DecodeBudget())[0] == {"n": 256 * 1024 * 1024}
 
 
+@pytest.mark.integration  # starts a process
 def test_a_decode_over_the_address_space_cap_is_refused(tmp_path: Path) -> None:
     """The cap is on the child's growth: a 7000x7000 decode (147 MB) under a 16 MiB cap."""
     out = io.BytesIO()
@@ -119,6 +121,7 @@ def test_a_decode_over_the_address_space_cap_is_refused(tmp_path: Path) -> None:
     assert load_image(path, max_side=100).facts.width == 7000
 
 
+@pytest.mark.integration  # starts a process
 def test_a_decode_over_the_time_budget_is_killed(tmp_path: Path) -> None:
     def endless() -> tuple[dict[str, object], bytes]:
         while True:
@@ -129,6 +132,7 @@ def test_a_decode_over_the_time_budget_is_killed(tmp_path: Path) -> None:
     assert refused.value.reason == "timeout"
 
 
+@pytest.mark.integration  # starts a process
 def test_a_crashing_decoder_is_a_refusal_not_a_dead_caller() -> None:
     def crash() -> tuple[dict[str, object], bytes]:
         import ctypes
@@ -141,6 +145,7 @@ def test_a_crashing_decoder_is_a_refusal_not_a_dead_caller() -> None:
     assert refused.value.reason == "crashed"
 
 
+@pytest.mark.integration  # starts a process
 def test_the_child_answer_round_trips_bytes() -> None:
     reply, raw = run_bounded(lambda: ({"n": 3}, b"\x00\xff" * 100_000), DecodeBudget())
     assert reply == {"n": 3} and raw == b"\x00\xff" * 100_000
@@ -241,6 +246,7 @@ def test_a_uniform_16_bit_grey_is_blank_and_grey_not_white(tmp_path: Path) -> No
     assert statement is not None and "#747474" in statement, statement
 
 
+@pytest.mark.integration  # starts a process
 def test_ghostscript_is_never_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A `gs` on PATH that leaves a mark: PostScript labelled image/png never reaches it."""
     from PIL import EpsImagePlugin

@@ -3,7 +3,6 @@ delivery cap and dead letters, claims, and every stage failure turned into a res
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from workers.jobs.execute import Job, Redelivered, execute
 from workers.jobs.resources import Resources
 from workers.jobs.stages import RUNNERS, Runner
 from workers.localstore import LocalStore
+from workers.runtime.tasks import claim_retry
 from workers.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -150,7 +150,7 @@ def test_delivery_cap_dead_letters(resources: Resources, settings: Settings) -> 
     assert letter["job_id"] == "poison" and letter["key"] == str(job.key)
 
 
-def test_waits_for_the_claim_holder_and_takes_its_result(
+def test_a_held_claim_is_redelivered_at_once_and_the_retry_takes_the_holders_result(
     resources: Resources, settings: Settings
 ) -> None:
     job = cached_job(settings, job_id="j2")
@@ -158,20 +158,18 @@ def test_waits_for_the_claim_holder_and_takes_its_result(
     held = store.claim(job.key, ttl=30)
     assert held is not None
     stage = CountingStage()
-    result: list[Envelope] = []
-    waiter = threading.Thread(
-        target=lambda: result.append(execute(resources, job, runner=runner(stage)))
-    )
-    waiter.start()
+    with pytest.raises(Redelivered):
+        execute(resources, job, runner=runner(stage))
     store.put(Envelope(Status.DONE, job.key, {"summary": "by the other"}, job_id="j1"))
     store.release(held)
-    waiter.join(timeout=30)
-    assert result and result[0].job_id == "j1"
+    again = execute(resources, job, runner=runner(stage))
+    assert again.job_id == "j1"
     assert stage.calls == []
 
 
-def test_claim_held_too_long_is_redelivered(resources: Resources, settings: Settings) -> None:
-    job = cached_job(settings, job_id="j2")
-    assert resources.store.claim(job.key, ttl=30) is not None
-    with pytest.raises(Redelivered):
-        execute(resources, job, runner=runner(CountingStage()), claim_wait=0.2)
+def test_claim_retries_back_off_to_the_claim_ttl_and_outlast_the_holder() -> None:
+    countdowns = [claim_retry(n, claim_ttl=30.0, hard_limit=600.0)[0] for n in range(8)]
+    assert countdowns == sorted(countdowns) and countdowns[0] < 30.0 and countdowns[-1] == 30.0
+    _, most = claim_retry(0, claim_ttl=30.0, hard_limit=600.0)
+    waited = sum(claim_retry(n, 30.0, 600.0)[0] for n in range(most))
+    assert waited > 600.0 + 30.0

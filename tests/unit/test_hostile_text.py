@@ -35,6 +35,7 @@ def test_the_inputs_are_adversarial_and_full_size() -> None:
     assert made["'\\n'*n+'x'"] == "\n" * (SIZE - 1) + "x"
 
 
+@pytest.mark.integration  # starts a process
 @pytest.mark.parametrize("stage", stage_names())
 def test_every_text_stage_finishes_on_every_adversarial_input(stage: str) -> None:
     report = run_stage(stage, timeout=HARD_TIMEOUT)
@@ -45,6 +46,7 @@ def test_every_text_stage_finishes_on_every_adversarial_input(stage: str) -> Non
     assert len(report.runs) == len(inputs())
 
 
+@pytest.mark.integration  # starts a process
 def test_the_runner_catches_a_catastrophic_rule() -> None:
     """The heading rule before issue 14 (cubic on `# a` + spaces + `b`) is caught."""
     label = "'# a'+' '*n+'b'"
@@ -81,6 +83,7 @@ def cli(args: list[str | bytes], home: Path, stdin: bytes | None = None) -> tupl
         (["speak", "-", "--inline"], "👍 ** ---".encode(), 1, "nothing to speak"),
     ],
 )
+@pytest.mark.integration  # starts a process
 def test_the_cli_refuses_bad_text_in_one_line(
     args: list[str | bytes], stdin: bytes | None, code: int, message: str, tmp_path: Path
 ) -> None:

@@ -49,6 +49,7 @@ def noise(size: tuple[int, int]) -> Image.Image:
     )
 
 
+@pytest.mark.integration  # starts a process
 def test_load_reports_facts_and_downscales(tmp_path: Path) -> None:
     path = tmp_path / "wide.png"
     Image.new("RGB", (3000, 1000), "red").save(path)

@@ -35,5 +35,5 @@ def test_contract_with_expiry(check: contract.TimedCheck, tmp_path: Path) -> Non
     check(lambda root: LocalStore(Sidecars(root / "results"), clock), tmp_path, clock.advance)
 
 
-def test_settled_is_the_dedup_rule() -> None:
-    contract.check_settled_is_the_dedup_rule()
+def test_answers_is_the_dedup_rule() -> None:
+    contract.check_answers_is_the_dedup_rule()

@@ -8,6 +8,8 @@ import pytest
 
 from workers.settings import Settings
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_relative_home_names_the_folder_from_where_the_command_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -74,6 +74,7 @@ def picture(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.integration  # starts a process
 def test_done_path_sends_model_prompt_and_image(fake: FakeOpenAI, picture: Path) -> None:
     fake.set(reply="A red rectangle on a white background.")
     config = openai_config(fake.base_url, prompt="What is this?")
@@ -388,6 +389,7 @@ def test_local_provider_reads_text(tmp_path: Path) -> None:
         assert word in text
 
 
+@pytest.mark.integration  # starts a process
 def test_fake_server_runs_as_a_process(picture: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.support.fake_openai", "--port", "0", "--mode", "empty"],

@@ -1,9 +1,10 @@
-"""One job for one request, as every route runs it: answered from a stored result when there
-is one, else refused while the cluster cannot take it (429 over high water, 503 with no
-worker), else submitted and waited for (504 with the job id when the wait runs out).
+"""One job for one request, as every route runs it, through the job gateway: answered from a
+stored result when there is one, refused while the cluster cannot take it (503 with no
+worker, 429 when admission finds the queue at its high water), else submitted and waited for
+(504 with the job id when the wait runs out).
 
-The client is synchronous (redis-py, Celery): its calls run in worker threads, and waiting
-is an async poll, so a request that waits holds no thread.
+Waiting follows the events channel and holds no thread; the gateway's other calls (redis-py,
+Celery) run in worker threads.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from anyio import to_thread
 
 from pipelines.media import Capability
@@ -21,11 +21,9 @@ from pipelines.results import Envelope, ResultKey, Status
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.capabilities import CAPABILITIES
-from workers.client import JobHandle, MediaClient
-from workers.store import settled
+from workers.client import MediaClient
+from workers.gateway import Admission, JobHandle, QueueFull, answers
 
-POLL_FIRST = 0.005
-POLL_MAX = 0.1
 # Reasons of failed STT jobs that mean the upload is not usable audio (415, not 500).
 _BAD_AUDIO = (
     "AudioDecodeError",
@@ -53,29 +51,18 @@ def client_of(ctx: ApiContext) -> MediaClient:
 async def stored(ctx: ApiContext, key: ResultKey) -> Envelope | None:
     """The finished result that answers `key` now, if any (a dedup hit)."""
     envelope = await to_thread.run_sync(client_of(ctx).store.get, key)
-    return envelope if settled(envelope) else None
+    return envelope if answers(envelope, None) else None
 
 
-async def admit(ctx: ApiContext, capability: Capability) -> None:
-    """Refuse work the cluster cannot take now: no worker (503), over high water (429)."""
-    store = client_of(ctx).store
+async def served(ctx: ApiContext, capability: Capability) -> None:
+    """503 while no live worker serves the capability's queue."""
     queue = CAPABILITIES[capability].queue
-    if not await to_thread.run_sync(store.serving, queue):
+    if not await to_thread.run_sync(client_of(ctx).store.serving, queue):
         raise ApiError(
             503,
             f"no worker serves the '{queue}' queue: start one with "
             f"`mcp-media worker --queues {queue}` (or `mcp-media up`)",
             code="no_worker",
-        )
-    waiting = (await to_thread.run_sync(store.queue_lengths, [queue]))[queue]
-    high_water = ctx.settings.jobs.high_water
-    if waiting >= high_water:
-        raise ApiError(
-            429,
-            f"the '{queue}' queue holds {waiting} waiting jobs (high water {high_water}); "
-            "retry later",
-            code="queue_full",
-            headers={"Retry-After": str(ctx.settings.api.retry_after)},
         )
 
 
@@ -86,46 +73,47 @@ async def submit(
     path: Any,
     params: Mapping[str, Any] | None = None,
 ) -> Submitted:
-    """The stored result (dedup hit) or a job on the queue, after `admit`."""
+    """The stored result (dedup hit), the job in flight, or a new one: one admission."""
     client = client_of(ctx)
     key = client.key(capability, sha256, params)
     found = await stored(ctx, key)
-    if found is not None:
-        ctx.metrics.dedup_hits.labels(capability.value).inc()
-        handle = JobHandle(found.job_id or "-", key, path, found.status, found)
-        return Submitted(handle, time.monotonic(), cached=True)
-    await admit(ctx, capability)
+    if found is None:
+        await served(ctx, capability)
 
     def send() -> JobHandle:
-        return client.submit_one(capability, sha256, path, params=params)
+        return client.submit_one(capability, sha256, path, params=params, limit=True)
 
-    handle = await to_thread.run_sync(send)
-    return Submitted(handle, time.monotonic(), cached=False)
+    try:
+        handle = await to_thread.run_sync(send)
+    except QueueFull as exc:
+        raise ApiError(
+            429,
+            str(exc),
+            code="queue_full",
+            headers={"Retry-After": str(ctx.settings.api.retry_after)},
+        ) from None
+    cached = handle.admission is Admission.SETTLED
+    if cached:
+        ctx.metrics.dedup_hits.labels(capability.value).inc()
+    return Submitted(handle, time.monotonic(), cached=cached)
 
 
-async def poll(ctx: ApiContext, key: ResultKey) -> Envelope | None:
-    """The finished envelope of `key`, or None while it runs."""
-    envelope = await to_thread.run_sync(client_of(ctx).store.get, key)
-    if envelope is not None and envelope.status.finished:
-        return envelope
-    return None
+async def poll(ctx: ApiContext, job: Submitted) -> Envelope | None:
+    """The envelope that answers the job, or None while it runs."""
+    envelope = await to_thread.run_sync(client_of(ctx).store.get, job.handle.key)
+    return envelope if envelope is not None and job.handle.answered_by(envelope) else None
 
 
 async def wait(ctx: ApiContext, job: Submitted, timeout: float | None = None) -> Envelope:
     """The job's envelope; 504 naming the job when the wait runs out."""
     if job.handle.envelope is not None:
         return job.handle.envelope
-    deadline = time.monotonic() + (timeout if timeout is not None else ctx.settings.api.wait)
-    delay = POLL_FIRST
-    while True:
-        envelope = await poll(ctx, job.handle.key)
-        if envelope is not None:
-            observe(ctx, job, envelope)
-            return envelope
-        if time.monotonic() >= deadline:
-            raise timed_out(job)
-        await anyio.sleep(delay)
-        delay = min(delay * 2, POLL_MAX)
+    limit = timeout if timeout is not None else ctx.settings.api.wait
+    waited = await client_of(ctx).wait_async(job.handle, limit)
+    if waited.envelope is None:
+        raise timed_out(job)
+    observe(ctx, job, waited.envelope)
+    return waited.envelope
 
 
 def observe(ctx: ApiContext, job: Submitted, envelope: Envelope) -> None:

@@ -46,7 +46,7 @@ class Relay:
                 return data, None
             if self.ended:  # failed (or ended) before any audio: answer as its result says
                 return [], await jobs.wait(self.ctx, self.job)
-            envelope = await jobs.poll(self.ctx, self.job.handle.key)
+            envelope = await jobs.poll(self.ctx, self.job)
             if envelope is not None:
                 jobs.observe(self.ctx, self.job, envelope)
                 return [], envelope
@@ -74,9 +74,9 @@ class Relay:
                 return  # the response has started: the client sees it cut short
             for piece in pieces:
                 yield piece
-            if not chunks and await jobs.poll(self.ctx, self.job.handle.key) is not None:
+            if not chunks and await jobs.poll(self.ctx, self.job) is not None:
                 # finished without an end mark (the stream expired): nothing more comes
                 return
-        self.finished = await jobs.poll(self.ctx, self.job.handle.key)
+        self.finished = await jobs.poll(self.ctx, self.job)
         if self.finished is not None:
             jobs.observe(self.ctx, self.job, self.finished)

@@ -58,7 +58,7 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
     )
     client = connect_client(settings)
     try:
-        tally = run(client, selection, high_water=settings.jobs.high_water, dry_run=args.dry_run)
+        tally = run(client, selection, dry_run=args.dry_run)
     except AlreadyRunning as exc:
         raise CliError(str(exc)) from None
     except KeyboardInterrupt:

@@ -16,14 +16,14 @@ from typing import Any
 from pipelines.errors import PermanentError, Skipped, TransientError
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
 from workers.capabilities import CAPABILITIES, CapabilitySpec
+from workers.gateway import answers
 from workers.jobs.resources import Resources
 from workers.jobs.stages import RUNNERS, Runner
 from workers.settings import Settings
-from workers.store import Claim, ResultStore, settled
+from workers.store import Claim, ResultStore
 
 log = logging.getLogger(__name__)
 
-CLAIM_POLL = 0.1
 DELIVERY_TTL = 86400
 
 
@@ -123,17 +123,20 @@ def execute(
     job: Job,
     spec: CapabilitySpec | None = None,
     runner: Runner | None = None,
-    claim_wait: float = 600.0,
 ) -> Envelope:
     """Run one job once per key across the cluster and record its envelope.
 
-    `spec` and `runner` default to the declared ones of the key's capability.
+    `spec` and `runner` default to the declared ones of the key's capability. A key whose
+    claim another delivery holds raises `Redelivered` at once: the task retries it later
+    with a countdown instead of holding a worker slot while it waits.
     """
     spec = spec or CAPABILITIES[job.key.capability]
     runner = runner or RUNNERS[job.key.capability]
     store = resources.store
+    if job.job_id is not None:
+        store.started(spec.queue, job.job_id)
     existing = store.get(job.key)
-    if settled(existing, job.job_id, job.force):
+    if answers(existing, job.job_id, job.force):
         assert existing is not None
         return existing  # finished before, or a stale redelivery of finished work
     own_version = resources.version(spec, job.params)
@@ -154,15 +157,13 @@ def execute(
             store.dead_letter(job.job_id, job.key, reason)
             return _record(store, failed(job, reason))
     ttl = resources.settings.jobs.claim_ttl
-    deadline = time.monotonic() + claim_wait
-    while (claim := store.claim(job.key, ttl)) is None:
-        if time.monotonic() > deadline:
-            raise Redelivered(f"{job.key} is still claimed by another worker")
-        time.sleep(CLAIM_POLL)
+    claim = store.claim(job.key, ttl)
+    if claim is None:
+        raise Redelivered(f"{job.key} is claimed by another worker")
     try:
         # Whoever held the claim before us may have finished the work meanwhile.
         found = store.get(job.key)
-        if settled(found, job.job_id, job.force):
+        if answers(found, job.job_id, job.force):
             assert found is not None
             return found
         started, started_at = time.monotonic(), time.time()
@@ -187,5 +188,14 @@ def execute(
 
 def _record(store: ResultStore, envelope: Envelope) -> Envelope:
     store.put(envelope)
-    log.info("stored %s result for %s (job %s)", envelope.status, envelope.key, envelope.job_id)
+    if envelope.status is Status.DONE:
+        log.info("stored %s result for %s (job %s)", envelope.status, envelope.key, envelope.job_id)
+    else:
+        log.warning(
+            "stored %s result for %s (job %s): %s",
+            envelope.status,
+            envelope.key,
+            envelope.job_id,
+            envelope.reason,
+        )
     return envelope

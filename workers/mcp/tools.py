@@ -23,9 +23,8 @@ from pipelines.media import Capability, JobRequest, MediaKind
 from pipelines.render import pending_line, result_note
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.rewrite import MEDIA_URI_PREFIX
-from workers.capabilities import CAPABILITIES, QUEUES
-from workers.client import JobHandle
 from workers.configs import store_request, synthesis_request
+from workers.gateway import JobHandle
 from workers.mcp.rewriter import MCP_FETCH, MediaRewriter, failure_reason
 
 log = logging.getLogger("mcp_media.tools")
@@ -300,35 +299,18 @@ class OwnTools:
         )
 
     def _find(self, ident: str) -> tuple[ResultKey | None, Envelope | None]:
-        client = self.rewriter.client
-        if client is not None:
-            _, key, envelope = client.result(ident)
-            if key is not None:
-                return key, envelope
-        sidecars = self.settings.sidecars()
-        for capability, spec in CAPABILITIES.items():
-            try:
-                key = ResultKey(capability, spec.version(self.settings), ident)
-            except ValueError:
-                return None, None  # not a sha256, and no broker knows it as a job id
-            found = sidecars.read(key)
-            if found is not None:
-                return key, found
-        running = self.rewriter.running_here(ident)  # jobs in this process: id = sha256
-        return (running, None) if running is not None else (None, None)
+        _, key, envelope = self.rewriter.gateway.result(ident)
+        return key, envelope
 
     async def _status(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        client = self.rewriter.client
-        if client is None:
-            structured: dict[str, Any] = {"mode": "inline", "queues": {}}
-        else:
-            redis = client.store.redis
-            queues = {
-                q: {"waiting": int(await anyio.to_thread.run_sync(redis.llen, q))} for q in QUEUES
-            }
-            structured = {"mode": "queued", "queues": queues}
-        lines = [f"jobs run {'on the queues' if client else 'in the door process'}"]
-        lines += [f"{q}: {v['waiting']} waiting" for q, v in structured["queues"].items()]
+        gateway = self.rewriter.gateway
+        waiting = await anyio.to_thread.run_sync(gateway.waiting)
+        structured: dict[str, Any] = {
+            "mode": "inline" if gateway.runs_here else "queued",
+            "queues": {q: {"waiting": n} for q, n in waiting.items()},
+        }
+        lines = [f"jobs run {'in the door process' if gateway.runs_here else 'on the queues'}"]
+        lines += [f"{q}: {n} waiting" for q, n in waiting.items()]
         return types.CallToolResult(
             content=[types.TextContent(type="text", text="\n".join(lines))],
             structured_content=structured,

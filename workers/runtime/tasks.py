@@ -19,8 +19,17 @@ from workers.jobs.stages import Runner
 from workers.runtime.recovery import drop_lease
 from workers.store import RedisStore
 
-CLAIM_RETRY_COUNTDOWN = 5
-CLAIM_RETRIES = 10
+CLAIM_RETRY_COUNTDOWN = 2.0  # the first retry of a held key; doubles up to the claim TTL
+
+
+def claim_retry(retries: int, claim_ttl: float, hard_limit: float) -> tuple[float, int]:
+    """(countdown, max retries) for a delivery whose key another delivery holds.
+
+    A live holder is bounded by its hard time limit and a dead one's claim expires within the
+    claim TTL, so the retries cover the longer of the two, plus a margin.
+    """
+    countdown = min(CLAIM_RETRY_COUNTDOWN * 2**retries, claim_ttl)
+    return countdown, int(max(hard_limit, claim_ttl) // claim_ttl) + 6
 
 
 def make_task(app: Celery, spec: CapabilitySpec, runner: Runner | None = None) -> None:
@@ -48,9 +57,12 @@ def make_task(app: Celery, spec: CapabilitySpec, runner: Runner | None = None) -
         try:
             envelope = execute(res, job, spec, runner)
         except Redelivered as exc:
-            raise self.retry(
-                exc=exc, countdown=CLAIM_RETRY_COUNTDOWN, max_retries=CLAIM_RETRIES
-            ) from exc
+            settings = app.conf.mcp_media_settings
+            hard = (self.request.timelimit or (None, None))[0] or settings.jobs.speech_max_limit
+            countdown, most = claim_retry(
+                int(self.request.retries), settings.jobs.claim_ttl, float(hard)
+            )
+            raise self.retry(exc=exc, countdown=countdown, max_retries=most) from exc
         if isinstance(res.store, RedisStore):
             drop_lease(res.store.redis, job_id)
         return envelope.to_json()

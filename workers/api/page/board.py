@@ -180,7 +180,7 @@ class Board:
         client = MediaClient.connect(self.settings)
         try:
             with open(os.devnull, "w") as quiet:
-                run(client, selection, high_water=self.settings.jobs.high_water, out=quiet)
+                run(client, selection, out=quiet)
         except AlreadyRunning as exc:
             log.warning("%s", exc)
         except Exception:

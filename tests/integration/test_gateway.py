@@ -1,0 +1,99 @@
+"""The cluster's job gateway on a real redis-server and real worker processes: one atomic
+admission per key, and waits matched to the job they were handed."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from pipelines import ingest
+from pipelines.media import Capability
+from pipelines.results import Envelope, Status
+from tests.integration.conftest import Cluster
+from tests.integration.test_vision_jobs import image_result
+from workers.gateway import Admission, JobHandle, QueueFull
+
+pytestmark = pytest.mark.integration
+
+VISION = Capability.VISION_SUMMARIZE
+
+
+def cached_images(cluster: Cluster, tmp_path: Path, count: int) -> list[tuple[str, Path]]:
+    result = image_result(tmp_path, list(range(count)))
+    rendered = ingest(result.read_text(), cache=cluster.settings().media_cache())
+    assert len(rendered.media) == count
+    return [(blob.sha256, blob.path) for blob in rendered.media]
+
+
+def test_a_burst_of_distinct_submissions_queues_no_more_than_the_high_water(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """32 submitters at once, high water 3, no worker: the check and the enqueue are one step,
+    so no submitter passes a check that another one's job makes false."""
+    images = cached_images(cluster, tmp_path, 32)
+    client = cluster.client(MCP_MEDIA_JOBS__HIGH_WATER="3")
+    barrier = threading.Barrier(len(images))
+    queued: list[JobHandle] = []
+    refused: list[QueueFull] = []
+
+    def submit(sha: str, path: Path) -> None:
+        barrier.wait()
+        try:
+            queued.append(client.submit_one(VISION, sha, path, limit=True))
+        except QueueFull as exc:
+            refused.append(exc)
+
+    threads = [threading.Thread(target=submit, args=image) for image in images]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(queued) == 3 and len(refused) == 29
+        assert all(h.admission is Admission.QUEUED for h in queued)
+        assert "high water 3" in str(refused[0])
+        assert client.waiting()["vision"] == 3  # what Celery's queue really holds
+    finally:
+        client.close()
+
+
+def test_a_failed_key_submitted_again_waits_for_its_new_job(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ((sha, path),) = cached_images(cluster, tmp_path, 1)
+    cluster.fake.set(reply="A noisy test pattern.", latency=0.5)
+    client = cluster.client()
+    try:
+        key = client.key(VISION, sha)
+        client.store.put(Envelope(Status.FAILED, key, {}, job_id="old", reason="boom"))
+        cluster.start_worker("vision")
+        handle = client.submit_one(VISION, sha, path)
+        assert handle.admission is Admission.QUEUED and handle.id != "old"
+        (done,) = client.wait([handle], 60)
+        assert done.envelope is not None and done.envelope.job_id == handle.id
+        assert done.status is Status.DONE
+        assert done.envelope.output["summary"] == "A noisy test pattern."
+        again = client.submit_one(VISION, sha, path)
+        assert again.admission is Admission.SETTLED and again.envelope == done.envelope
+    finally:
+        client.close()
+
+
+def test_joined_submitters_share_one_job_and_one_run(cluster: Cluster, tmp_path: Path) -> None:
+    ((sha, path),) = cached_images(cluster, tmp_path, 1)
+    cluster.fake.set(reply="One run.", latency=1.0)
+    cluster.start_worker("vision")
+    first, second = cluster.client(), cluster.client()
+    try:
+        a = first.submit_one(VISION, sha, path)
+        b = second.submit_one(VISION, sha, path)
+        assert b.admission is Admission.JOINED and b.id == a.id
+        (done_a,) = first.wait([a], 60)
+        (done_b,) = second.wait([b], 60)
+        assert done_a.envelope == done_b.envelope and done_a.status is Status.DONE
+        assert cluster.fake.request_count == 1
+    finally:
+        first.close()
+        second.close()

@@ -1,0 +1,141 @@
+"""The job gateway: the one way every door (CLI, MCP, HTTP, jobs page, reprocess) reaches jobs.
+
+A door submits a request, joins or is answered by the work already done for its key, and
+waits for the job it was handed, matched by job id. Two adapters keep one contract:
+`workers.client.MediaClient` (the Celery/Redis cluster) and
+`workers.jobs.inline.InlineGateway` (this process, no broker).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pipelines.errors import MediaError
+from pipelines.media import Capability, JobRequest
+from pipelines.results import Envelope, ResultKey, Status
+
+if TYPE_CHECKING:
+    from workers.settings import Settings
+
+
+class Admission(StrEnum):
+    """What one atomic admission decided for a submission."""
+
+    SETTLED = "settled"  # a finished result answers it: nothing runs
+    JOINED = "joined"  # the job already in flight for its key is its job
+    QUEUED = "queued"  # a new job was enqueued
+
+
+class QueueFull(MediaError):
+    """Admission refused: the capability's queue is at its high water. Retry later."""
+
+    def __init__(self, queue: str, waiting: int, high_water: int) -> None:
+        super().__init__(
+            f"the '{queue}' queue holds {waiting} waiting jobs (high water {high_water}); "
+            "retry later"
+        )
+        self.queue = queue
+        self.waiting = waiting
+        self.high_water = high_water
+
+
+@dataclass(frozen=True, slots=True)
+class JobHandle:
+    id: str
+    key: ResultKey
+    path: Path
+    status: Status
+    envelope: Envelope | None = None
+    admission: Admission = Admission.QUEUED
+    force: bool = False  # only this job's own run answers it, never an older result
+
+    def answered_by(self, envelope: Envelope) -> bool:
+        """Does this finished envelope answer this job? See `answers`."""
+        return answers(envelope, self.id, self.force)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "capability": self.key.capability.value,
+            "sha256": self.key.sha256,
+            "id": self.id,
+            "status": self.status.value,
+            "result": self.envelope.to_json() if self.envelope is not None else None,
+        }
+
+
+def answers(envelope: Envelope | None, job_id: str | None, force: bool = False) -> bool:
+    """The one rule that matches results to the jobs waiting for them.
+
+    A job's own run answers it once finished. A `done` result of its key answers any job that
+    is not forced (the same bytes give the same output). An older `degraded` or `failed`
+    result never answers a new job: that new job is the retry.
+    """
+    if envelope is None or not envelope.status.finished:
+        return False
+    if job_id is not None and envelope.job_id == job_id:
+        return True
+    return not force and envelope.status is Status.DONE
+
+
+class JobGateway(Protocol):
+    """Submit, look up and wait for jobs, whatever runs them."""
+
+    settings: Settings
+    runs_here: bool  # True: jobs run in this process (no broker)
+
+    def key(
+        self, capability: Capability, sha256: str, params: Mapping[str, Any] | None = None
+    ) -> ResultKey: ...
+
+    def submit_one(
+        self,
+        capability: Capability,
+        sha256: str,
+        path: Path,
+        *,
+        trace_id: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        force: bool = False,
+        limit: bool = False,
+    ) -> JobHandle: ...
+
+    def submit(
+        self,
+        jobs: Iterable[JobRequest],
+        *,
+        trace_id: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        force: bool = False,
+    ) -> list[JobHandle]: ...
+
+    def wait(self, handles: list[JobHandle], timeout: float) -> list[JobHandle]: ...
+
+    async def wait_async(self, handle: JobHandle, timeout: float) -> JobHandle: ...
+
+    def get(self, key: ResultKey) -> Envelope | None: ...
+
+    def result(self, ident: str) -> tuple[str | None, ResultKey | None, Envelope | None]: ...
+
+    def waiting(self) -> dict[str, int]: ...
+
+    def close(self, finish_jobs: bool = False) -> None: ...
+
+
+def submit_all(
+    gateway: JobGateway,
+    jobs: Iterable[JobRequest],
+    *,
+    trace_id: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    force: bool = False,
+) -> list[JobHandle]:
+    return [
+        gateway.submit_one(
+            job.capability, job.sha256, job.path, trace_id=trace_id, params=params, force=force
+        )
+        for job in jobs
+    ]

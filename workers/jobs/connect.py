@@ -1,0 +1,24 @@
+"""Which job gateway a door holds: the cluster's when a broker is known, else this process's."""
+
+from __future__ import annotations
+
+from workers.gateway import JobGateway
+from workers.settings import Settings
+
+
+def open_gateway(settings: Settings, *, inline: bool = False, url: str | None = None) -> JobGateway:
+    """The cluster's gateway when a broker is known (`url`, MCP_MEDIA_REDIS_URL, or this
+    home's embedded redis-server already running), else the in-process one; `inline` forces
+    the in-process one."""
+    if not inline:
+        from workers.broker import running_embedded
+
+        running = running_embedded(settings.home)
+        url = url or settings.redis_url or (running.url if running is not None else None)
+        if url is not None:
+            from workers.client import MediaClient
+
+            return MediaClient.connect(settings.model_copy(update={"redis_url": url}), url)
+    from workers.jobs.inline import InlineGateway
+
+    return InlineGateway(settings)
