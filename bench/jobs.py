@@ -20,11 +20,12 @@ from PIL import Image
 from bench.cluster import BenchCluster
 from bench.results import record
 from pipelines import MediaCache, ingest
+from pipelines.engines.registry import vision_provider
 from pipelines.ingest import validate_image
 from pipelines.media import Capability, MediaKind
 from pipelines.render import annotate, render_with_jobs, wrap_untrusted
 from pipelines.results import Status
-from pipelines.vision import make_provider, summarize_image
+from pipelines.vision import summarize_image
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from workers import keys
 from workers.client import JobHandle
@@ -89,7 +90,7 @@ def _agent_text(cluster: BenchCluster, fake: FakeOpenAI) -> None:
     cache = settings.media_cache()
     inline_cache = MediaCache(cluster.home / "inline-cache")  # not seen by reprocess later
     config = vision_config(settings)
-    provider = make_provider(config)
+    provider = vision_provider(config)
     async_s: list[float] = []
     all_s: list[float] = []
     inline_s: list[float] = []

@@ -29,6 +29,7 @@ from PIL import Image, ImageDraw, ImageFilter
 from bench.results import record
 from pipelines import MediaCache, ingest
 from pipelines.rewrite import MediaPolicy, RewritePolicy, rewrite_result
+from workers.jobs.inline import InlineGateway
 from workers.mcp.rewriter import DoorOptions, MediaRewriter
 from workers.settings import Settings
 
@@ -141,7 +142,9 @@ def first_answer(home: Path) -> None:
     timings = {}
     for wait in (0.0, 120.0):
         settings = Settings.from_env({**_env(home / f"wait-{wait:g}")})
-        rewriter = MediaRewriter(settings, DoorOptions(wait=wait, inline=True))
+        rewriter = MediaRewriter(
+            settings, DoorOptions(wait=wait, inline=True), InlineGateway(settings)
+        )
         start = time.perf_counter()
         out = rewriter.rewrite({"content": blocks})
         timings[wait] = time.perf_counter() - start

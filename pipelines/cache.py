@@ -30,6 +30,7 @@ CHUNK_CHARS = 1024 * 1024
 _WHITESPACE = " \t\r\n\f\v"
 _URLSAFE_TO_STD = bytes.maketrans(b"-_", b"+/")
 _FOLDERS = {MediaKind.IMAGE: "images", MediaKind.AUDIO: "audio", MediaKind.DOCUMENT: "documents"}
+OUTPUTS = "outputs"  # one empty file per sha256 of a blob we produced (see mark_output)
 
 
 class BlobError(PermanentError):
@@ -240,6 +241,24 @@ class MediaCache:
                 continue
             return CachedFile(MediaKind.DOCUMENT, path, sha256, st.st_size, st.st_mtime)
         return None
+
+    def mark_output(self, sha256: str) -> None:
+        """Record that this blob is our own output (a spoken reply), not an input a tool
+        returned or a user uploaded: reprocessing walks inputs only."""
+        folder = self._ensure_folder(self.root / OUTPUTS)
+        marker = folder / sha256
+        try:
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise BlobError(MarkerReason.CACHE_ERROR, f"cache error: {exc.strerror}") from exc
+        os.close(fd)
+
+    def is_output(self, sha256: str) -> bool:
+        return os.path.lexists(self.root / OUTPUTS / sha256)
+
+    def iter_inputs(self, kind: MediaKind) -> Iterator[CachedFile]:
+        """`iter_stored` without our own outputs: what tools returned or users uploaded."""
+        return (item for item in self.iter_stored(kind) if not self.is_output(item.sha256))
 
     def iter_stored(self, kind: MediaKind) -> Iterator[CachedFile]:
         """Content-addressed files of one kind, from the disk (not from any index)."""

@@ -8,6 +8,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 from pipelines.blocks import ResourceLink
@@ -257,6 +258,16 @@ def _fold_bracket(ch: str) -> str:
 
 def media_tag(blob: StoredBlob) -> str:
     return f"MEDIA:{blob.path}"
+
+
+VOICE_FORMATS = frozenset({"ogg"})  # Ogg/Opus: what agent platforms send as a voice note
+
+
+def audio_tag(path: str | Path, fmt: str) -> str:
+    """The one `MEDIA:` line of an audio file we made, after `[[audio_as_voice]]` when the
+    format is voice-ready, so that agent platforms send it as a voice note."""
+    tag = f"MEDIA:{path}"
+    return f"[[audio_as_voice]]\n{tag}" if fmt in VOICE_FORMATS else tag
 
 
 def saved_document(blob: StoredBlob) -> str:

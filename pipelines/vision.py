@@ -19,7 +19,7 @@ from typing import Protocol, TypedDict
 
 from PIL import Image
 
-from pipelines.errors import ConfigError, MediaError, PermanentError, Skipped, TransientError
+from pipelines.errors import ConfigError, MediaError, PermanentError, TransientError
 from pipelines.imaging import (
     DEFAULT_MAX_PIXELS,
     DecodeLimitExceeded,
@@ -309,19 +309,3 @@ class LocalVisionProvider:
         if not lines:
             return f"{head}; no text found (OCR)."
         return f"{head}; text (OCR):\n" + "\n".join(lines)
-
-
-def make_provider(config: VisionConfig) -> VisionProvider:
-    """The provider `config` asks for. Imports engines lazily: call it after fork."""
-    match config.provider:
-        case ProviderKind.NONE:
-            raise Skipped("vision provider is 'none'")
-        case ProviderKind.LOCAL:
-            from pipelines.engines.ocr import RapidOcrReader
-
-            return LocalVisionProvider(RapidOcrReader())
-        case ProviderKind.OPENAI:
-            from pipelines.engines.openai_vision import OpenAIVisionProvider
-
-            return OpenAIVisionProvider(config)
-    raise ConfigError(f"unknown vision provider {config.provider!r}")  # pragma: no cover

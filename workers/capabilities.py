@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.media import Capability, MediaKind
-from workers.configs import stt_version, tts_version, vision_version
+from workers.configs import (
+    stt_announcement,
+    stt_keyed,
+    stt_version,
+    tts_version,
+    vision_version,
+)
 from workers.settings import Settings
 
 
@@ -25,10 +31,28 @@ class CapabilitySpec:
     input_kind: MediaKind
     pool: str  # `threads` for I/O-bound work, `prefork` for CPU-bound models
     versioner: Callable[[Settings, Mapping[str, Any] | None], str]
+    # What a worker announces of this capability, and how a job is keyed from that: a
+    # producer keys its jobs by what the serving workers run, with no models of its own.
+    announcer: Callable[[Settings], dict[str, Any]] | None = None
+    keyer: Callable[[Mapping[str, Any], Mapping[str, Any] | None], str] | None = None
 
     def version(self, settings: Settings, params: Mapping[str, Any] | None = None) -> str:
         """The processor version of a job with these params (the dedup key's middle)."""
         return self.versioner(settings, params)
+
+    def announce(self, settings: Settings) -> dict[str, Any]:
+        """What a worker serving this capability tells producers (see `version_from`)."""
+        if self.announcer is not None:
+            return self.announcer(settings)
+        return {"version": self.versioner(settings, None)}
+
+    def version_from(
+        self, announced: Mapping[str, Any], params: Mapping[str, Any] | None = None
+    ) -> str:
+        """The version a job with these params gets on a worker that announced `announced`."""
+        if self.keyer is not None:
+            return self.keyer(announced, params)
+        return str(announced["version"])
 
     def time_limits(self, settings: Settings, input_bytes: int) -> tuple[float, float]:
         """(soft, hard) seconds: a fast tier for vision, a tier scaled by size for speech."""
@@ -62,6 +86,8 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             input_kind=MediaKind.AUDIO,
             pool="prefork",
             versioner=stt_version,
+            announcer=stt_announcement,
+            keyer=stt_keyed,
         ),
         CapabilitySpec(
             capability=Capability.AUDIO_SYNTHESIZE,

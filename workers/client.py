@@ -8,6 +8,7 @@ follow the events channel and match the job they were handed.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import uuid
@@ -29,6 +30,8 @@ from workers.store import RedisStore, redis_store
 
 __all__ = ["JobHandle", "MediaClient"]
 
+ANNOUNCED_TTL = 5.0  # seconds a producer keys jobs by the versions it last read
+
 
 class MediaClient:
     runs_here = False
@@ -40,6 +43,7 @@ class MediaClient:
         self.journal = Journal.of(store)
         self.events = EventFollower(store.redis)
         self._versions: dict[Capability, str] = {}
+        self._announced: dict[Capability, tuple[float, dict[str, Any] | None]] = {}
 
     @classmethod
     def connect(cls, settings: Settings | None = None, url: str | None = None) -> MediaClient:
@@ -58,11 +62,38 @@ class MediaClient:
         self.app.close()
 
     def version(self, capability: Capability, params: Mapping[str, Any] | None = None) -> str:
+        """The processor version a job gets where it will run: what the live workers serving
+        its queue announce (a producer needs no models, nor the workers' settings); this
+        process's own settings only while no worker has announced one."""
+        spec = CAPABILITIES[capability]
+        announced = self.announced(capability)
+        if announced is not None:
+            return spec.version_from(announced, params)
         if params:
-            return CAPABILITIES[capability].version(self.settings, params)
+            return spec.version(self.settings, params)
         if capability not in self._versions:
-            self._versions[capability] = CAPABILITIES[capability].version(self.settings)
+            self._versions[capability] = spec.version(self.settings)
         return self._versions[capability]
+
+    def announced(self, capability: Capability) -> dict[str, Any] | None:
+        """What most live workers of the capability's queue announce they run (the newest
+        started one breaks a tie, as in a rolling upgrade); looked up every few seconds."""
+        now = time.monotonic()
+        cached = self._announced.get(capability)
+        if cached is not None and now - cached[0] < ANNOUNCED_TTL:
+            return cached[1]
+        queue = CAPABILITIES[capability].queue
+        tally: dict[str, tuple[int, float, dict[str, Any]]] = {}
+        for worker in self.store.serving(queue):
+            found = worker.versions.get(capability.value)
+            if found is None:
+                continue
+            text = json.dumps(found, sort_keys=True)
+            count, newest, _ = tally.get(text, (0, 0.0, found))
+            tally[text] = (count + 1, max(newest, worker.started_at or 0.0), found)
+        chosen = max(tally.values(), key=lambda t: (t[0], t[1]))[2] if tally else None
+        self._announced[capability] = (now, chosen)
+        return chosen
 
     def key(
         self, capability: Capability, sha256: str, params: Mapping[str, Any] | None = None

@@ -182,10 +182,14 @@ def request_language(params: Mapping[str, Any] | None) -> str | None:
 def stt_version(settings: Settings, params: Mapping[str, Any] | None = None) -> str:
     """A job's own options change the output, so they are part of its version; a language
     the model uses anyway (en on an English-only model) is not."""
+    announced = stt_announcement(settings)
+    return stt_keyed(announced, params)
+
+
+def stt_announcement(settings: Settings) -> dict[str, Any]:
+    """What a worker announces of its STT: the version of a default job and the language
+    its model uses by default (what `stt_keyed` needs to key any job like this worker)."""
     config = stt_config(settings)
-    options = stt_options(params)
-    if options.get("language") == config.language:
-        del options["language"]
     base = processor_version(
         "stt",
         2,  # 2: timestamped windows over the laid-out speech
@@ -197,6 +201,14 @@ def stt_version(settings: Settings, params: Mapping[str, Any] | None = None) -> 
         config.tail_padding_s,
         config.single_pass_silence_s,
     )
+    return {"version": base, "language": config.language}
+
+
+def stt_keyed(announced: Mapping[str, Any], params: Mapping[str, Any] | None) -> str:
+    options = stt_options(params)
+    if options.get("language") == announced.get("language"):
+        del options["language"]
+    base = str(announced["version"])
     # Default jobs keep the version they always had: their results stay valid.
     return processor_version(base, sorted(options.items())) if options else base
 

@@ -13,14 +13,14 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
 from pipelines.cache import CachedFile
 from pipelines.ingest import JOB_FOR_KIND
-from pipelines.media import MediaKind
+from pipelines.media import Capability, MediaKind
 from pipelines.results import ResultKey, Status
 from workers import keys
 from workers.capabilities import CAPABILITIES
@@ -72,21 +72,29 @@ class Tally:
         return self.done + self.degraded + self.failed
 
 
-def select(settings: Settings, selection: Selection, tally: Tally) -> Iterator[CachedFile]:
-    """Media needing work under the current processor versions, from the disk alone."""
+def select(
+    settings: Settings,
+    selection: Selection,
+    tally: Tally,
+    version: Callable[[Capability], str] | None = None,
+) -> Iterator[CachedFile]:
+    """Media needing work under the current processor versions, from the disk alone.
+
+    `version` gives the version a job would get (a gateway's, from what the workers
+    announce); without it, this process's own settings decide."""
     cache = settings.media_cache()
     sidecars = settings.sidecars()
     since = selection.since.timestamp() if selection.since else None
     for kind in selection.kinds:
         capability = JOB_FOR_KIND[kind]
-        version = CAPABILITIES[capability].version(settings)
-        for item in cache.iter_stored(kind):
+        version_now = version(capability) if version else CAPABILITIES[capability].version(settings)
+        for item in cache.iter_inputs(kind):  # never our own outputs (spoken replies)
             if selection.limit is not None and tally.selected >= selection.limit:
                 return
             if since is not None and item.mtime < since:
                 continue
             if selection.mode == "missing":
-                envelope = sidecars.read(ResultKey(capability, version, item.sha256))
+                envelope = sidecars.read(ResultKey(capability, version_now, item.sha256))
                 if envelope is not None and (
                     envelope.status is Status.DONE or not selection.include_degraded
                 ):
@@ -220,7 +228,7 @@ def run(
 ) -> Tally:
     tally = Tally()
     if dry_run:
-        for _ in select(client.settings, selection, tally):
+        for _ in select(client.settings, selection, tally, client.version):
             pass
         return tally
     with _Lock(client, selection.kinds):
@@ -232,7 +240,7 @@ def run(
         report.write()
         try:
             try:
-                for item in select(client.settings, selection, tally):
+                for item in select(client.settings, selection, tally, client.version):
                     capability = JOB_FOR_KIND[item.kind]
                     while True:  # admission refuses over the high water: wait our turn
                         try:

@@ -13,7 +13,7 @@ import os
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
@@ -106,6 +106,7 @@ class WorkerInfo:
     seen: float  # unix time (the broker's clock) of the last announcement
     age_s: float  # seconds since then
     paused: tuple[str, ...] = ()  # queues it serves but no longer consumes (paused)
+    versions: dict[str, dict[str, Any]] = field(default_factory=dict)  # by capability
 
     @classmethod
     def from_announcement(cls, name: str, data: dict[str, Any], now: float) -> WorkerInfo:
@@ -129,6 +130,13 @@ class WorkerInfo:
             seen=seen,
             age_s=max(0.0, now - seen),
             paused=tuple(str(q) for q in data.get("paused") or ()),
+            versions={
+                str(cap): dict(found)
+                for cap, found in (data.get("versions") or {}).items()
+                if isinstance(found, dict) and isinstance(found.get("version"), str)
+            }
+            if isinstance(data.get("versions"), dict)
+            else {},
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -146,6 +154,7 @@ class WorkerInfo:
             "seen": self.seen,
             "age_s": round(self.age_s, 3),
             "paused": list(self.paused),
+            "versions": self.versions,
         }
 
 

@@ -13,6 +13,7 @@ from pipelines.media import Capability
 from pipelines.results import Envelope, Status
 from tests.integration.conftest import Cluster
 from tests.integration.test_vision_jobs import image_result
+from workers.capabilities import CAPABILITIES
 from workers.gateway import Admission, JobHandle, QueueFull
 
 pytestmark = pytest.mark.integration
@@ -97,3 +98,25 @@ def test_joined_submitters_share_one_job_and_one_run(cluster: Cluster, tmp_path:
     finally:
         first.close()
         second.close()
+
+
+def test_a_producer_with_other_settings_keys_jobs_by_what_the_workers_run(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The producer's own vision settings differ from the worker's: its jobs are keyed by the
+    version the live worker announces, so they run instead of failing as a mismatch."""
+    ((sha, path),) = cached_images(cluster, tmp_path, 1)
+    cluster.fake.set(reply="Keyed by the worker.")
+    cluster.start_worker("vision")
+    client = cluster.client(MCP_MEDIA_VISION__PROMPT="a prompt no worker was given")
+    try:
+        workers_run = CAPABILITIES[VISION].version(cluster.settings())
+        assert CAPABILITIES[VISION].version(client.settings) != workers_run
+        handle = client.submit_one(VISION, sha, path)
+        assert handle.key.version == workers_run
+        (done,) = client.wait([handle], 60)
+        assert done.status is Status.DONE, done.envelope
+        (worker,) = client.store.serving("vision")
+        assert worker.versions[VISION.value] == {"version": workers_run}
+    finally:
+        client.close()

@@ -392,12 +392,14 @@ def test_back_off_grows_while_every_call_crashes_and_resets_after_a_success(
     """The proxy in this process (to read the delays it computes) in front of a real stdio
     upstream, called by a real client: a server that starts fine but crashes on every call
     is restarted after a growing delay; a call that succeeds starts the back-off over."""
+    from workers.jobs.inline import InlineGateway
     from workers.mcp.rewriter import DoorOptions
     from workers.mcp.serve import build_proxy
     from workers.mcp.upstream import UpstreamSpec
 
     spec = UpstreamSpec(name="up", command=UPSTREAM[0], args=tuple(UPSTREAM[1:]), cwd=str(ROOT))
-    proxy = build_proxy(cluster.settings(), [spec], DoorOptions(inline=True))
+    settings = cluster.settings()
+    proxy = build_proxy(settings, [spec], DoorOptions(inline=True), InlineGateway(settings))
     upstream = proxy.upstreams["up"]
 
     async def scenario() -> None:

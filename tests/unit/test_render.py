@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.media import Capability, MediaKind, StoredBlob
-from pipelines.render import RenderedResult, render_with_jobs, result_note
+from pipelines.render import RenderedResult, audio_tag, render_with_jobs, result_note
 from pipelines.results import Envelope, ResultKey, Status
 
 pytestmark = pytest.mark.unit
@@ -71,3 +71,9 @@ def test_words_are_wrapped_and_failures_say_why_in_one_line() -> None:
     assert result_note(running) is None
     blank = Envelope(status=Status.DONE, key=vision, output={"summary": ""}, job_id="j1")
     assert result_note(blank) is None
+
+
+def test_a_voice_ready_reply_is_marked_for_voice_notes_and_others_are_plain() -> None:
+    assert audio_tag("/c/audio/a.ogg", "ogg") == "[[audio_as_voice]]\nMEDIA:/c/audio/a.ogg"
+    assert audio_tag(Path("/c/audio/a.wav"), "wav") == "MEDIA:/c/audio/a.wav"
+    assert audio_tag("/c/audio/a.mp3", "mp3") == "MEDIA:/c/audio/a.mp3"

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from PIL import Image, ImageDraw, ImageFont
 
 from pipelines.engines.openai_vision import OpenAIVisionProvider
+from pipelines.engines.registry import vision_provider
 from pipelines.errors import ConfigError, Skipped
 from pipelines.imaging import PreparedImage
 from pipelines.results import StageOutcome, Status
@@ -25,7 +26,6 @@ from pipelines.vision import (
     ProviderKind,
     VisionConfig,
     clean_text,
-    make_provider,
     processor_version,
     summarize_image,
 )
@@ -344,7 +344,7 @@ def test_config_is_validated() -> None:
     with pytest.raises(ConfigError):
         OpenAIVisionProvider(VisionConfig(provider=ProviderKind.OPENAI, model=" "))
     with pytest.raises(Skipped):
-        make_provider(VisionConfig(provider=ProviderKind.NONE))
+        vision_provider(VisionConfig(provider=ProviderKind.NONE))
 
 
 class BrokenProvider:
@@ -374,7 +374,7 @@ def test_local_provider_reads_text(tmp_path: Path) -> None:
     path = tmp_path / "text.png"
     render_text(path, ["Quarterly revenue 2024", "Invoice 4471 paid"])
     config = VisionConfig(provider=ProviderKind.LOCAL)
-    provider = make_provider(config)
+    provider = vision_provider(config)
     assert isinstance(provider, LocalVisionProvider)
 
     outcome = summarize_image(path, config, provider)

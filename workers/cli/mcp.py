@@ -12,6 +12,7 @@ from pipelines.errors import InvalidToolResult
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
 from workers.cli.common import CliError, print_json
+from workers.jobs.connect import open_gateway
 from workers.mcp.rewriter import DoorOptions, MediaRewriter, failure_reason
 from workers.settings import Settings
 
@@ -62,7 +63,10 @@ def cmd_intercept(args: argparse.Namespace, settings: Settings) -> int:
     rewriter: MediaRewriter | None = None
     try:
         try:
-            rewriter = MediaRewriter(settings, door_options(args))
+            options = door_options(args)
+            rewriter = MediaRewriter(
+                settings, options, open_gateway(settings, inline=options.inline)
+            )
             answer = rewrap(original, rewriter.rewrite(original))
         except InvalidToolResult as exc:
             sys.stderr.write(f"mcp-media intercept: {exc}; passed through\n")
@@ -132,7 +136,9 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
             check_free(*listen)
         except ListenError as exc:
             raise CliError(str(exc)) from None
-    proxy = build_proxy(settings, specs, door_options(args), [Path(r) for r in args.allow_root])
+    options = door_options(args)
+    gateway = open_gateway(settings, inline=options.inline)
+    proxy = build_proxy(settings, specs, options, gateway, [Path(r) for r in args.allow_root])
     if listen is None or token is None:
         return serve_stdio(proxy)
     where = "the one given with --token" if args.token else str(settings.home / "mcp-token")

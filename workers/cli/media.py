@@ -11,7 +11,13 @@ from typing import Any
 from pipelines import ingest
 from pipelines.errors import InvalidToolResult
 from pipelines.media import Capability, JobRequest
-from pipelines.render import NO_SPEECH_LINE, pending_line, render_with_jobs, result_note
+from pipelines.render import (
+    NO_SPEECH_LINE,
+    audio_tag,
+    pending_line,
+    render_with_jobs,
+    result_note,
+)
 from pipelines.results import NO_SPEECH_NOTE, Status
 from pipelines.speech.text import prepare
 from workers.cli.common import (
@@ -156,7 +162,7 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
         path = str(Path(args.out).resolve())
     media_tag = None
     if path:
-        media_tag = ("[[audio_as_voice]]\n" if out.get("format") == "ogg" else "") + f"MEDIA:{path}"
+        media_tag = audio_tag(path, str(out.get("format", params["format"])))
     row = {
         "path": path,
         "format": out.get("format", params["format"]),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pipelines.errors import PermanentError
+from pipelines.render import audio_tag
 from pipelines.speech.audio import OggOpusWriter
 from workers.jobs.speech import build_synthesizer
 from workers.settings import Settings
@@ -44,7 +45,7 @@ def speak_stream(settings: Settings, text: str, args: argparse.Namespace) -> int
             "path": str(out_path.resolve()),
             "format": "ogg",
             "duration_s": round(duration, 3),
-            "media_tag": f"[[audio_as_voice]]\nMEDIA:{out_path.resolve()}",
+            "media_tag": audio_tag(out_path.resolve(), "ogg"),
             "status": "done",
             "first_audio_s": round(first_audio or total, 3),
             "total_s": round(total, 3),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -13,11 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from celery import Celery
 
 from workers.capabilities import CAPABILITIES
 from workers.settings import Settings
+
+log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 60.0
 
@@ -92,8 +96,21 @@ def run_worker(
         "threads": speech_threads(settings, queues) if pool == "prefork" else 1,
         "pid": os.getpid(),
         "started_at": time.time(),
+        "versions": announced_versions(settings, queues),
     }
     app.worker_main(_worker_argv(name, queues, pool, processes))
+
+
+def announced_versions(settings: Settings, queues: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """What this worker runs of each capability it serves, for producers to key jobs by."""
+    versions: dict[str, dict[str, Any]] = {}
+    for spec in CAPABILITIES.values():
+        if spec.queue in queues:
+            try:
+                versions[spec.capability.value] = spec.announce(settings)
+            except Exception:  # no models: the probe says why; producers use their own
+                log.warning("cannot announce the %s version", spec.capability, exc_info=True)
+    return versions
 
 
 def _worker_argv(name: str, queues: Sequence[str], pool: str, processes: int) -> list[str]:

@@ -6,7 +6,8 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipelines.vision import VisionProvider, make_provider
+from pipelines.engines.registry import vision_provider
+from pipelines.vision import VisionProvider
 from workers.configs import stt_options, vision_config
 from workers.settings import Settings
 from workers.store import ResultStore, redis_store
@@ -45,7 +46,7 @@ class Resources:
             return value
 
     def vision_provider(self) -> VisionProvider:
-        provider: VisionProvider = self._engine("vision", lambda: make_provider(self.vision))
+        provider: VisionProvider = self._engine("vision", lambda: vision_provider(self.vision))
         return provider
 
     def transcriber(

@@ -12,6 +12,7 @@ from typing import Any
 
 from pipelines.errors import PermanentError
 from pipelines.media import MediaKind
+from pipelines.render import audio_tag
 from pipelines.results import StageOutcome, Status
 from pipelines.sniff import Format
 from pipelines.speech.stt import Progress, Transcriber, load_transcriber, load_vad, transcribe
@@ -111,20 +112,20 @@ def run_synthesize(
     tmp = scratch / f"speech-{secrets.token_hex(8)}.{fmt}"
     try:
         speech = tts.synthesize_to_file(text, tmp, fmt, on_chunk)
-        stored = settings.media_cache().store_file(
+        cache = settings.media_cache()
+        stored = cache.store_file(
             tmp, MediaKind.AUDIO, validate=(lambda _p, _h: _PCM) if fmt == "pcm" else None
         )
+        cache.mark_output(stored.sha256)
     finally:
         tmp.unlink(missing_ok=True)
-    voice_ready = fmt == "ogg"
-    tag = f"MEDIA:{stored.path}"
     return StageOutcome(
         Status.DONE,
         {
             "path": str(stored.path),
             "format": fmt,
             "duration_s": round(speech.duration_s, 3),
-            "media_tag": ("[[audio_as_voice]]\n" + tag) if voice_ready else tag,
+            "media_tag": audio_tag(stored.path, fmt),
             "sample_rate": 24_000 if fmt == "pcm" else speech.sample_rate,
             "sentences": speech.sentences,
             "audio_sha256": stored.sha256,

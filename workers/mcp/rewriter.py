@@ -18,8 +18,7 @@ from pipelines import ingest
 from pipelines.media import JobRequest
 from pipelines.render import job_notes
 from pipelines.rewrite import RewritePolicy, rewrite_result
-from workers.gateway import JobHandle
-from workers.jobs.connect import open_gateway
+from workers.gateway import JobGateway, JobHandle
 from workers.settings import Settings
 
 log = logging.getLogger("mcp_media.door")
@@ -38,17 +37,17 @@ def failure_reason(exc: BaseException) -> str:
 class DoorOptions:
     policy: RewritePolicy = field(default_factory=RewritePolicy)
     wait: float = 20.0  # seconds a call waits for summaries and transcripts; 0: never
-    inline: bool = False  # run jobs here even when a broker is reachable
+    inline: bool = False  # run jobs here even when a broker is reachable (see open_gateway)
     server: str | None = None  # the upstream's name, for read_resource hints
 
 
 class MediaRewriter:
     """Rewrites tool results for one door process; safe to call from several threads."""
 
-    def __init__(self, settings: Settings, options: DoorOptions) -> None:
+    def __init__(self, settings: Settings, options: DoorOptions, gateway: JobGateway) -> None:
         self.settings = settings
         self.options = options
-        self.gateway = open_gateway(settings, inline=options.inline)
+        self.gateway = gateway
         log.info("jobs run %s", "in this process" if self.gateway.runs_here else "on the queues")
 
     def close(self, finish_jobs: bool = False) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 from mcp.server.stdio import stdio_server
 
+from workers.gateway import JobGateway
 from workers.mcp.proxy import Proxy
 from workers.mcp.rewriter import DoorOptions, MediaRewriter
 from workers.mcp.tools import OwnTools
@@ -25,9 +26,10 @@ def build_proxy(
     settings: Settings,
     specs: Sequence[UpstreamSpec],
     options: DoorOptions,
+    gateway: JobGateway,
     allowed_roots: Sequence[Path] = (),
 ) -> Proxy:
-    rewriter = MediaRewriter(settings, options)
+    rewriter = MediaRewriter(settings, options, gateway)
     return Proxy(specs, rewriter, OwnTools(rewriter, allowed_roots))
 
 

@@ -23,6 +23,7 @@ from pipelines.media import Capability, JobRequest, MediaKind
 from pipelines.render import pending_line, result_note
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.rewrite import MEDIA_URI_PREFIX
+from pipelines.speech.transcript import Transcript, format_transcript
 from workers.configs import store_request, synthesis_request
 from workers.gateway import JobHandle
 from workers.mcp.rewriter import MCP_FETCH, MediaRewriter, failure_reason
@@ -346,13 +347,4 @@ def _formatted(output: Any, fmt: str) -> str:
         return "\n".join(
             f"[{s['start']:.2f}-{s['end']:.2f}] {s['text']}" for s in output.get("segments", [])
         )
-    from pipelines.speech.stt import Segment, Transcript, format_transcript
-
-    transcript = Transcript(
-        text=output["text"],
-        segments=tuple(Segment(s["start"], s["end"], s["text"]) for s in output["segments"]),
-        language=output["language"],
-        duration_s=output["duration_s"],
-        processing_s=output.get("processing_s", 0.0),
-    )
-    return format_transcript(transcript, fmt)
+    return format_transcript(Transcript.from_dict(output), fmt)

@@ -1,0 +1,37 @@
+"""Reprocess selects inputs only (what tools returned or users uploaded), never our outputs."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from pipelines.media import MediaKind
+from pipelines.sniff import Format
+from tests.support.factories import wav_bytes
+from workers.reprocess import Selection, Tally, select
+from workers.settings import Settings
+
+pytestmark = pytest.mark.unit
+
+
+def test_spoken_replies_are_never_selected_for_transcription(tmp_path: Path) -> None:
+    settings = Settings.from_env({"MCP_MEDIA_HOME": str(tmp_path / "home")})
+    cache = settings.media_cache()
+    uploaded = cache.store_bytes(wav_bytes(0.25), MediaKind.AUDIO, mime="audio/wav")
+    spoken = cache.store_bytes(wav_bytes(0.5), MediaKind.AUDIO, mime="audio/wav")
+    pcm = Format("pcm", ".pcm", "audio/pcm")  # how a `pcm` reply is stored: no header at all
+    headerless = cache.store_bytes(b"\x00\x01" * 4000, MediaKind.AUDIO, validate=lambda _p, _h: pcm)
+    for reply in (spoken, headerless):
+        cache.mark_output(reply.sha256)
+    tally = Tally()
+    chosen = list(select(settings, Selection(kinds=(MediaKind.AUDIO,)), tally))
+    assert [item.sha256 for item in chosen] == [uploaded.sha256]
+    assert tally.selected == 1
+    assert cache.is_output(spoken.sha256) and not cache.is_output(uploaded.sha256)
+    marker = cache.root / "outputs" / spoken.sha256
+    assert stat.S_IMODE(marker.stat().st_mode) == 0o600
+    assert stat.S_IMODE(marker.parent.stat().st_mode) == 0o700
+    cache.mark_output(spoken.sha256)  # marking twice is harmless
+    assert cache.is_output(spoken.sha256)
