@@ -296,8 +296,10 @@ def test_without_a_broker_a_running_job_is_known_to_media_result(cluster: Cluste
                     break
                 await anyio.sleep(0.1)
             assert "Slow inline summary." in texts(got)[0]
+            result = got.structured_content["result"]
+            assert result["meta"]["job_id"] == job_id
             # A finished result answers at once, even with --wait 0.
-            again = await client.call_tool("describe_image", {"image": job_id})
+            again = await client.call_tool("describe_image", {"image": result["sha256"]})
             assert again.structured_content is not None
             assert again.structured_content["summary"] == "Slow inline summary."
 
