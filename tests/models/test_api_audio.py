@@ -209,10 +209,20 @@ def test_long_transcription_streams_segments_before_the_job_ends(
     assert heard(text, done.text) >= 0.7
 
 
+def synthesis_jobs_observed(served: Served) -> float:
+    """The count of the API's job histogram for speech, read from /metrics."""
+    auth = {"Authorization": f"Bearer {served.key}"}
+    text = httpx2.get(f"{served.url}/metrics", headers=auth, timeout=30).text
+    prefix = 'mcp_media_api_job_seconds_count{capability="audio.synthesize"}'
+    found = [line.split()[-1] for line in text.splitlines() if line.startswith(prefix)]
+    return float(found[0]) if found else 0.0
+
+
 def test_speech_streams_before_the_synthesis_ends(
     speech_api: tuple[Cluster, Served, OpenAI],
 ) -> None:
-    cluster, _served, api = speech_api
+    cluster, served, api = speech_api
+    observed = synthesis_jobs_observed(served)
     client = cluster.client()
     settings = client.settings
     # the key the server gives this request: the same request document, hashed the same way
@@ -230,6 +240,8 @@ def test_speech_streams_before_the_synthesis_ends(
         rest = b"".join(chunks)
     samples, rate = decode(first + rest, "mp3")
     assert len(samples) / rate > 30  # thirty sentences
+    # A streamed job is counted like any other once the stream ends.
+    assert synthesis_jobs_observed(served) == observed + 1
     # and the stream is the stored file, so the second request is a cache hit with the same audio
     again = api.audio.speech.create(
         model="tts-1", voice="alloy", input=LONG_TEXT, response_format="mp3"

@@ -16,6 +16,7 @@ from workers.api.context import ApiContext
 from workers.chunks import Chunk, read_chunks
 
 READ_BLOCK_MS = 500
+RESULT_AFTER_END = 5.0  # seconds a finished stream waits for its job's stored result
 
 
 class Relay:
@@ -77,6 +78,9 @@ class Relay:
             if not chunks and await jobs.poll(self.ctx, self.job) is not None:
                 # finished without an end mark (the stream expired): nothing more comes
                 return
-        self.finished = await jobs.poll(self.ctx, self.job)
+        # The worker stores the result just after the end mark: wait for it (briefly) so
+        # that every streamed job is counted in /metrics like any other.
+        waited = await jobs.client_of(self.ctx).wait_async(self.job.handle, RESULT_AFTER_END)
+        self.finished = waited.envelope
         if self.finished is not None:
             jobs.observe(self.ctx, self.job, self.finished)
