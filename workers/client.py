@@ -12,16 +12,19 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from celery import Celery
 
+from pipelines.errors import PermanentError
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
+from workers import keys
 from workers.capabilities import CAPABILITIES, QUEUES
+from workers.chunks import read_chunks
 from workers.events import FALLBACK_POLL, EventFollower
 from workers.gateway import Admission, JobHandle, QueueFull, answers, submit_all
 from workers.journal import Journal
@@ -31,6 +34,7 @@ from workers.store import RedisStore, redis_store
 __all__ = ["JobHandle", "MediaClient"]
 
 ANNOUNCED_TTL = 5.0  # seconds a producer keys jobs by the versions it last read
+STREAM_BLOCK_MS = 500
 
 
 class MediaClient:
@@ -192,6 +196,27 @@ class MediaClient:
         return JobHandle(
             envelope.job_id or "-", key, path, envelope.status, envelope, Admission.SETTLED
         )
+
+    def stream(self, handle: JobHandle, timeout: float) -> Iterator[bytes]:
+        """The output of a streaming job (submitted with `params={"stream": keys.chunks(key)}`)
+        as its worker hands it over; ends at the job's end mark, or when a result answers the
+        job without one (a joined job that was not streamed: read its stored file instead).
+        Raises `PermanentError` with the reason when the job failed while streaming."""
+        name = keys.chunks(handle.key)
+        after = "0"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            chunks = read_chunks(self.store.redis, name, after, STREAM_BLOCK_MS)
+            for chunk in chunks:
+                after = chunk.id
+                if chunk.end:
+                    if chunk.error:
+                        raise PermanentError(chunk.error)
+                    return
+                yield chunk.data
+            if not chunks and handle.answered_by_any(self.store.get(handle.key)):
+                return
+        raise TimeoutError(f"the job {handle.id} streamed nothing more for {timeout:.0f} s")
 
     def waiting(self) -> dict[str, int]:
         """Jobs waiting in each queue (sent, not yet taken by a worker)."""

@@ -57,6 +57,9 @@ class JobHandle:
         """Does this finished envelope answer this job? See `answers`."""
         return answers(envelope, self.id, self.force)
 
+    def answered_by_any(self, envelope: Envelope | None) -> bool:
+        return envelope is not None and self.answered_by(envelope)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "capability": self.key.capability.value,

@@ -137,6 +137,29 @@ def test_speak_through_a_worker_once_per_identical_request(speech_cluster: Clust
     assert wav["path"] != first["path"] and wav["path"].endswith(".wav")
 
 
+def test_speak_stream_is_a_cached_job_on_the_workers(
+    speech_cluster: Cluster, tmp_path: Path
+) -> None:
+    """`speak --stream` loads no model in the command: the worker streams the pages of a job
+    that is deduplicated and stored like any other, and the same request again is the file."""
+    speech_cluster.start_worker("tts", concurrency=1)
+    text = "The stream starts now. It ends after the third sentence. That is all."
+    out = tmp_path / "first.ogg"
+    first = speech_cluster.cli_json("speak", text, "--stream", "--out", str(out))
+    assert first["status"] == "done" and first["duration_s"] > 1.0
+    streamed = out.read_bytes()
+    assert streamed[:4] == b"OggS"
+    counts = speech_cluster.cli_json("status")["results"]["audio.synthesize"]
+    assert counts.get("done") == 1  # the stream was a job, stored once
+    again = tmp_path / "again.ogg"
+    second = speech_cluster.cli_json("speak", text, "--stream", "--out", str(again))
+    assert second["status"] == "done"
+    assert speech_cluster.cli_json("status")["results"]["audio.synthesize"] == counts
+    stored = speech_cluster.cli_json("speak", text, "--wait", "60")  # the same request
+    assert again.read_bytes() == Path(stored["path"]).read_bytes()
+    assert abs(len(streamed) - len(again.read_bytes())) < 2048  # same audio, pages as written
+
+
 def test_a_voice_without_metadata_is_refused_at_start(
     speech_cluster: Cluster, models_home: Path, tmp_path: Path
 ) -> None:

@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stream",
         action="store_true",
-        help="synthesise here, writing audio as each sentence is ready",
+        help="write Ogg/Opus as each sentence is ready (a cached job on the workers;"
+        " with --inline, synthesised in this process)",
     )
     p.add_argument("--out", help="also copy the audio to this path (with --stream: write it)")
     _job_flags(p)
