@@ -25,6 +25,7 @@ from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
 from workers.capabilities import CAPABILITIES, QUEUES
 from workers.chunks import read_chunks
+from workers.control import ClusterControl
 from workers.events import FALLBACK_POLL, EventFollower
 from workers.gateway import Admission, JobHandle, QueueFull, answers, submit_all
 from workers.journal import Journal
@@ -46,6 +47,7 @@ class MediaClient:
         self.store = store
         self.journal = Journal.of(store)
         self.events = EventFollower(store.redis)
+        self.control = ClusterControl(app)
         self._versions: dict[Capability, str] = {}
         self._announced: dict[Capability, tuple[float, dict[str, Any] | None]] = {}
 
@@ -217,6 +219,12 @@ class MediaClient:
             if not chunks and handle.answered_by_any(self.store.get(handle.key)):
                 return
         raise TimeoutError(f"the job {handle.id} streamed nothing more for {timeout:.0f} s")
+
+    def recorded_input(self, job_id: str) -> Path | None:
+        """The input path a job was sent with, from its record (Redis, else the journal)."""
+        record = self.store.job_record(job_id) or self.journal.get(job_id)
+        path = ((record or {}).get("kwargs") or {}).get("path")
+        return Path(path) if isinstance(path, str) else None
 
     def waiting(self) -> dict[str, int]:
         """Jobs waiting in each queue (sent, not yet taken by a worker)."""

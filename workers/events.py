@@ -35,6 +35,7 @@ class EventFollower:
         self._client = client
         self._lock = threading.Lock()
         self._watchers: dict[ResultKey, list[Notify]] = {}
+        self._everything: list[Notify] = []
         self._thread: threading.Thread | None = None
         self._subscribed = threading.Event()
         self._stop = threading.Event()
@@ -47,9 +48,7 @@ class EventFollower:
         """
         with self._lock:
             self._watchers.setdefault(key, []).append(notify)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="events", daemon=True)
-                self._thread.start()
+            self._start()
         self._subscribed.wait(timeout=FALLBACK_POLL)
 
         def cancel() -> None:
@@ -61,6 +60,24 @@ class EventFollower:
                     self._watchers.pop(key, None)
 
         return cancel
+
+    def watch_all(self, notify: Notify) -> Callable[[], None]:
+        """Call `notify` with every envelope stored from now on; returns the cancel."""
+        with self._lock:
+            self._everything.append(notify)
+            self._start()
+
+        def cancel() -> None:
+            with self._lock:
+                if notify in self._everything:
+                    self._everything.remove(notify)
+
+        return cancel
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="events", daemon=True)
+            self._thread.start()
 
     def close(self) -> None:
         self._stop.set()
@@ -92,6 +109,6 @@ class EventFollower:
             log.warning("ignoring a malformed event: %.200r", message.get("data"))
             return
         with self._lock:
-            found = list(self._watchers.get(envelope.key, ()))
+            found = [*self._watchers.get(envelope.key, ()), *self._everything]
         for notify in found:
             notify(envelope)

@@ -70,6 +70,22 @@ RECENT = f"{PREFIX}:recent"  # list: result keys, newest first, trimmed (the job
 PAUSED = f"{PREFIX}:paused"  # set: queues no worker may consume (pause/resume on the page)
 
 
+def lock(name: str) -> str:
+    """A named lock with a token (`reprocess:<kind>`: one reprocess run per media kind)."""
+    return f"{PREFIX}:{name}"
+
+
+def report(name: str) -> str:
+    """A named report (`reprocess-progress:<kind>`: the tally of that kind's reprocess run,
+    while it runs and a while after)."""
+    return f"{PREFIX}:{name}"
+
+
+def reprocess_lock(kind: str) -> str:
+    """The lock name of the reprocess run of one media kind."""
+    return f"reprocess:{kind}"
+
+
 def reprocess_progress(kind: str) -> str:
-    """The tally of the reprocess run for one media kind, while it runs and a while after."""
-    return f"{PREFIX}:reprocess-progress:{kind}"
+    """The report name of the reprocess run of one media kind."""
+    return f"reprocess-progress:{kind}"

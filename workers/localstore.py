@@ -34,6 +34,9 @@ class LocalStore:
         self._dead: list[dict[str, Any]] = []
         self._counts: dict[str, Counter[str]] = {}
         self._admitted: dict[str, dict[str, float]] = {}
+        self._paused: set[str] = set()
+        self._locks: dict[str, tuple[str, float]] = {}
+        self._reports: dict[str, tuple[dict[str, Any], float]] = {}
 
     def get(self, key: ResultKey) -> Envelope | None:
         with self._lock:
@@ -131,6 +134,74 @@ class LocalStore:
     def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._dead[:limit])
+
+    def dead_letter_counts(self) -> dict[str, int]:
+        with self._lock:
+            counts: Counter[str] = Counter(d["key"].split(":", 1)[0] for d in self._dead)
+        return dict(counts)
+
+    def drop_dead_letter(self, job_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            for index, entry in enumerate(self._dead):
+                if entry.get("job_id") == job_id:
+                    return self._dead.pop(index)
+        return None
+
+    def clear_dead_letters(self) -> int:
+        with self._lock:
+            count = len(self._dead)
+            self._dead.clear()
+            return count
+
+    def set_paused(self, queue: str, paused: bool) -> None:
+        with self._lock:
+            (self._paused.add if paused else self._paused.discard)(queue)
+
+    def paused_queues(self) -> set[str]:
+        with self._lock:
+            return set(self._paused)
+
+    def take_lock(self, name: str, token: str, ttl: float) -> bool:
+        now = self._clock()
+        with self._lock:
+            held = self._locks.get(name)
+            if held is not None and held[1] > now:
+                return False
+            self._locks[name] = (token, now + ttl)
+            return True
+
+    def renew_lock(self, name: str, token: str, ttl: float) -> bool:
+        now = self._clock()
+        with self._lock:
+            held = self._locks.get(name)
+            if held is None or held[0] != token or held[1] <= now:
+                return False
+            self._locks[name] = (token, now + ttl)
+            return True
+
+    def release_lock(self, name: str, token: str) -> None:
+        with self._lock:
+            if self._locks.get(name, ("", 0.0))[0] == token:
+                del self._locks[name]
+
+    def locked(self, name: str) -> bool:
+        with self._lock:
+            held = self._locks.get(name)
+            return held is not None and held[1] > self._clock()
+
+    def put_report(self, name: str, report: dict[str, Any], ttl: int) -> None:
+        with self._lock:
+            self._reports[name] = (dict(report), self._clock() + ttl)
+
+    def report(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._reports.get(name)
+            return dict(found[0]) if found is not None and found[1] > self._clock() else None
+
+    def job_record(self, job_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._records.get(job_id)
+            return dict(found) if found is not None else None
 
     def claim(self, key: ResultKey, ttl: float) -> Claim | None:
         now = self._clock()

@@ -27,6 +27,7 @@ from workers.capabilities import CAPABILITIES
 from workers.client import JobHandle, MediaClient
 from workers.gateway import QueueFull
 from workers.settings import Settings
+from workers.store import ResultStore
 
 LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it quickly
 POLL = 0.2
@@ -106,18 +107,21 @@ def select(
 
 
 class _Lock:
-    def __init__(self, client: MediaClient, kinds: tuple[MediaKind, ...]) -> None:
-        self.redis = client.store.redis
-        self.names = [f"{keys.PREFIX}:reprocess:{kind.value}" for kind in kinds]
+    """One reprocess run per media kind across the cluster: a lock per kind in the store,
+    renewed while the run lives, so a crashed run frees it within `LOCK_TTL`."""
+
+    def __init__(self, store: ResultStore, kinds: tuple[MediaKind, ...]) -> None:
+        self.store = store
+        self.names = [keys.reprocess_lock(kind.value) for kind in kinds]
         self.token = secrets.token_hex(8)
         self._stop = threading.Event()
 
     def __enter__(self) -> _Lock:
         taken: list[str] = []
         for name in self.names:
-            if not self.redis.set(name, self.token, nx=True, ex=LOCK_TTL):
+            if not self.store.take_lock(name, self.token, LOCK_TTL):
                 for held in taken:
-                    self.redis.delete(held)
+                    self.store.release_lock(held, self.token)
                 kind = name.rsplit(":", 1)[1]
                 raise AlreadyRunning(
                     f"another reprocess run for {kind} is in progress; wait for it or stop it "
@@ -130,13 +134,12 @@ class _Lock:
     def _renew(self) -> None:
         while not self._stop.wait(LOCK_TTL / 3):
             for name in self.names:
-                self.redis.set(name, self.token, xx=True, ex=LOCK_TTL)
+                self.store.renew_lock(name, self.token, LOCK_TTL)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         for name in self.names:
-            if self.redis.get(name) == self.token.encode():
-                self.redis.delete(name)
+            self.store.release_lock(name, self.token)
 
 
 class Progress:
@@ -180,8 +183,8 @@ class Report:
     run last reported): a run that died leaves `running: true` and no lock.
     """
 
-    def __init__(self, client: MediaClient, selection: Selection, tally: Tally) -> None:
-        self.redis = client.store.redis
+    def __init__(self, store: ResultStore, selection: Selection, tally: Tally) -> None:
+        self.store = store
         self.selection = selection
         self.tally = tally
         self.started_at = time.time()
@@ -192,21 +195,17 @@ class Report:
         if not done and now - self._last < REPORT_EVERY:
             return
         self._last = now
-        body = json.dumps(
-            {
-                **self.tally.summary(),
-                "kinds": [k.value for k in self.selection.kinds],
-                "mode": self.selection.mode,
-                "include_degraded": self.selection.include_degraded,
-                "running": not done,
-                "started_at": self.started_at,
-                "finished_at": time.time() if done else None,
-            }
-        )
-        pipe = self.redis.pipeline()
+        body = {
+            **self.tally.summary(),
+            "kinds": [k.value for k in self.selection.kinds],
+            "mode": self.selection.mode,
+            "include_degraded": self.selection.include_degraded,
+            "running": not done,
+            "started_at": self.started_at,
+            "finished_at": time.time() if done else None,
+        }
         for kind in self.selection.kinds:
-            pipe.set(keys.reprocess_progress(kind.value), body, ex=REPORT_TTL)
-        pipe.execute()
+            self.store.put_report(keys.reprocess_progress(kind.value), body, REPORT_TTL)
 
 
 def _count(tally: Tally, status: str) -> None:
@@ -231,12 +230,12 @@ def run(
         for _ in select(client.settings, selection, tally, client.version):
             pass
         return tally
-    with _Lock(client, selection.kinds):
+    with _Lock(client.store, selection.kinds):
         events = client.store.redis.pubsub(ignore_subscribe_messages=True)
         events.subscribe(keys.EVENTS)
         pending: dict[ResultKey, JobHandle] = {}
         progress = Progress(tally, out)
-        report = Report(client, selection, tally)
+        report = Report(client.store, selection, tally)
         report.write()
         try:
             try:

@@ -13,7 +13,7 @@ import os
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
@@ -22,6 +22,7 @@ from redis.retry import Retry
 
 from pipelines.results import Envelope, ResultKey, Sidecars
 from workers import keys
+from workers.announcements import WorkerInfo
 from workers.settings import Settings
 
 # Delete or extend a key only if it still holds our token.
@@ -86,76 +87,8 @@ class Admitted:
 # Workers announce themselves in `keys.WORKERS` every few seconds (the heartbeat of
 # workers.runtime.recovery); one not seen for this long is gone (killed, frozen, cut off).
 WORKER_FRESH_SECONDS = 15.0
+DEAD_LETTERS_READ = 10_000  # the newest dead letters counted, searched and dropped
 RECENT_KEPT = 200  # result keys kept in keys.RECENT for the jobs page
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """One live worker as it last announced itself: who serves which queue, how busy."""
-
-    name: str
-    queues: tuple[str, ...]
-    pool: str | None
-    concurrency: int | None
-    threads: int | None
-    pid: int | None
-    active: int | None  # jobs running at the last heartbeat
-    active_by_queue: dict[str, int]
-    rss_mib: float | None  # main process and pool children together
-    started_at: float | None  # unix time
-    seen: float  # unix time (the broker's clock) of the last announcement
-    age_s: float  # seconds since then
-    paused: tuple[str, ...] = ()  # queues it serves but no longer consumes (paused)
-    versions: dict[str, dict[str, Any]] = field(default_factory=dict)  # by capability
-
-    @classmethod
-    def from_announcement(cls, name: str, data: dict[str, Any], now: float) -> WorkerInfo:
-        def number(field: str) -> Any:
-            value = data.get(field)
-            return value if isinstance(value, int | float) else None
-
-        by_queue = data.get("active_by_queue")
-        seen = float(data.get("seen") or 0.0)
-        return cls(
-            name=name,
-            queues=tuple(str(q) for q in data.get("queues") or ()),
-            pool=data.get("pool"),
-            concurrency=number("concurrency"),
-            threads=number("threads"),
-            pid=number("pid"),
-            active=number("active"),
-            active_by_queue=dict(by_queue) if isinstance(by_queue, dict) else {},
-            rss_mib=number("rss_mib"),
-            started_at=number("started_at"),
-            seen=seen,
-            age_s=max(0.0, now - seen),
-            paused=tuple(str(q) for q in data.get("paused") or ()),
-            versions={
-                str(cap): dict(found)
-                for cap, found in (data.get("versions") or {}).items()
-                if isinstance(found, dict) and isinstance(found.get("version"), str)
-            }
-            if isinstance(data.get("versions"), dict)
-            else {},
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "queues": list(self.queues),
-            "pool": self.pool,
-            "concurrency": self.concurrency,
-            "threads": self.threads,
-            "pid": self.pid,
-            "active": self.active,
-            "active_by_queue": self.active_by_queue,
-            "rss_mib": self.rss_mib,
-            "started_at": self.started_at,
-            "seen": self.seen,
-            "age_s": round(self.age_s, 3),
-            "paused": list(self.paused),
-            "versions": self.versions,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +119,18 @@ class ResultStore(Protocol):
     def count_delivery(self, job_id: str, ttl: int) -> int: ...
     def dead_letter(self, job_id: str, key: ResultKey, reason: str) -> None: ...
     def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]: ...
+    def dead_letter_counts(self) -> dict[str, int]: ...
+    def drop_dead_letter(self, job_id: str) -> dict[str, Any] | None: ...
+    def clear_dead_letters(self) -> int: ...
+    def set_paused(self, queue: str, paused: bool) -> None: ...
+    def paused_queues(self) -> set[str]: ...
+    def take_lock(self, name: str, token: str, ttl: float) -> bool: ...
+    def renew_lock(self, name: str, token: str, ttl: float) -> bool: ...
+    def release_lock(self, name: str, token: str) -> None: ...
+    def locked(self, name: str) -> bool: ...
+    def put_report(self, name: str, report: dict[str, Any], ttl: int) -> None: ...
+    def report(self, name: str) -> dict[str, Any] | None: ...
+    def job_record(self, job_id: str) -> dict[str, Any] | None: ...
     def claim(self, key: ResultKey, ttl: float) -> Claim | None: ...
     def renew(self, claim: Claim, ttl: float) -> bool: ...
     def release(self, claim: Claim) -> None: ...
@@ -424,6 +369,73 @@ class RedisStore:
     def paused_queues(self) -> set[str]:
         """Queues paused from the jobs page: workers stop consuming them until resumed."""
         return {raw.decode() for raw in self.redis.smembers(keys.PAUSED)}
+
+    def set_paused(self, queue: str, paused: bool) -> None:
+        if paused:
+            self.redis.sadd(keys.PAUSED, queue)
+        else:
+            self.redis.srem(keys.PAUSED, queue)
+
+    # dead letters, as the jobs page reads and clears them
+
+    def _letters(self) -> list[tuple[bytes, dict[str, Any]]]:
+        raws = self.redis.lrange(keys.DEAD_LETTERS, 0, DEAD_LETTERS_READ - 1)
+        return [(raw, _json_object(raw)) for raw in raws]
+
+    def dead_letter_counts(self) -> dict[str, int]:
+        """Dead letters by capability (the newest `DEAD_LETTERS_READ`)."""
+        counts: dict[str, int] = {}
+        for _, entry in self._letters():
+            capability = str(entry.get("key", "")).split(":", 1)[0]
+            counts[capability] = counts.get(capability, 0) + 1
+        return counts
+
+    def drop_dead_letter(self, job_id: str) -> dict[str, Any] | None:
+        """Remove the dead letter of `job_id`; the entry removed, or None if there is none."""
+        for raw, entry in self._letters():
+            if entry.get("job_id") == job_id and self.redis.lrem(keys.DEAD_LETTERS, 1, raw):
+                return entry
+        return None
+
+    def clear_dead_letters(self) -> int:
+        pipe = self.redis.pipeline()
+        pipe.llen(keys.DEAD_LETTERS)
+        pipe.delete(keys.DEAD_LETTERS)
+        count, _ = pipe.execute()
+        return int(count)
+
+    # named locks with a token (one reprocess run per kind) and the reports they guard
+
+    def take_lock(self, name: str, token: str, ttl: float) -> bool:
+        return bool(self.redis.set(keys.lock(name), token, nx=True, px=int(ttl * 1000)))
+
+    def renew_lock(self, name: str, token: str, ttl: float) -> bool:
+        return bool(self._renew(keys=[keys.lock(name)], args=[token, int(ttl * 1000)]))
+
+    def release_lock(self, name: str, token: str) -> None:
+        self._release(keys=[keys.lock(name)], args=[token])
+
+    def locked(self, name: str) -> bool:
+        return bool(self.redis.exists(keys.lock(name)))
+
+    def put_report(self, name: str, report: dict[str, Any], ttl: int) -> None:
+        self.redis.set(keys.report(name), json.dumps(report), ex=ttl)
+
+    def report(self, name: str) -> dict[str, Any] | None:
+        raw = self.redis.get(keys.report(name))
+        return _json_object(raw) if raw is not None else None
+
+    def job_record(self, job_id: str) -> dict[str, Any] | None:
+        raw = self.redis.get(keys.job_record(job_id))
+        return _json_object(raw) if raw is not None else None
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def redis_client(url: str) -> redis.Redis[bytes]:

@@ -198,6 +198,51 @@ def check_admitted_jobs_expire(make: MakeStore, tmp: Path, wait: Wait) -> None:
     assert store.admit(OTHER, "next", 1, "vision", 1, force=False).decision == "queued"
 
 
+def check_dead_letters_are_counted_dropped_and_cleared(make: MakeStore, tmp: Path) -> None:
+    store = make(tmp)
+    store.dead_letter("a", KEY, "delivered 4 times")
+    store.dead_letter("b", OTHER, "delivered 4 times")
+    store.dead_letter("c", KEY, "delivered 5 times")
+    assert store.dead_letter_counts() == {"vision.summarize": 2, "audio.transcribe": 1}
+    dropped = store.drop_dead_letter("c")
+    assert dropped is not None and dropped["key"] == str(KEY)
+    assert store.drop_dead_letter("c") is None  # gone: nothing more to drop
+    assert [d["job_id"] for d in store.dead_letters()] == ["b", "a"]
+    assert store.clear_dead_letters() == 2
+    assert store.dead_letters() == [] and store.dead_letter_counts() == {}
+
+
+def check_pauses_locks_reports_and_records(make: MakeStore, tmp: Path) -> None:
+    store = make(tmp)
+    store.set_paused("stt", True)
+    store.set_paused("vision", True)
+    store.set_paused("vision", False)
+    assert store.paused_queues() == {"stt"}
+    assert store.take_lock("reprocess:image", "mine", 30)
+    assert not store.take_lock("reprocess:image", "theirs", 30)
+    assert store.take_lock("reprocess:audio", "theirs", 30)  # locks are per name
+    assert not store.renew_lock("reprocess:image", "theirs", 30)
+    store.release_lock("reprocess:image", "theirs")  # not the holder: nothing changes
+    assert store.locked("reprocess:image") and store.renew_lock("reprocess:image", "mine", 30)
+    store.release_lock("reprocess:image", "mine")
+    assert not store.locked("reprocess:image")
+    assert store.report("reprocess-progress:image") is None
+    store.put_report("reprocess-progress:image", {"done": 3, "running": True}, 60)
+    assert store.report("reprocess-progress:image") == {"done": 3, "running": True}
+    assert store.job_record("j1") is None
+    store.record_job("j1", {"task": "t", "kwargs": {"path": "/x"}}, 60)
+    assert store.job_record("j1") == {"task": "t", "kwargs": {"path": "/x"}}
+
+
+def check_locks_expire_with_their_holder(make: MakeStore, tmp: Path, wait: Wait) -> None:
+    store = make(tmp)
+    assert store.take_lock("reprocess:image", "dead", 0.2)
+    wait(0.4)
+    assert not store.locked("reprocess:image")
+    assert store.take_lock("reprocess:image", "next", 30)
+    assert not store.renew_lock("reprocess:image", "dead", 30)
+
+
 CHECKS: list[Check] = [
     check_put_get_and_sidecar_truth,
     check_claims_are_exclusive_and_token_checked,
@@ -206,9 +251,12 @@ CHECKS: list[Check] = [
     check_deliveries_and_dead_letters,
     check_admission_decides_once,
     check_admission_burst_stops_at_high_water,
+    check_dead_letters_are_counted_dropped_and_cleared,
+    check_pauses_locks_reports_and_records,
 ]
 TIMED_CHECKS: list[TimedCheck] = [
     check_expired_claim_is_taken_over,
     check_semaphore_limits_and_expires,
     check_admitted_jobs_expire,
+    check_locks_expire_with_their_holder,
 ]

@@ -12,7 +12,7 @@ from typing import Any
 
 from celery.worker.control import control_command
 
-THREADS_COMMAND = "mcp_media_threads"
+from workers.control import THREADS_COMMAND  # the name the jobs page sends
 
 
 def register() -> None:

@@ -1,19 +1,18 @@
 """What the jobs page shows and what it steers, read from and sent to the cluster.
 
-Everything comes from the machinery the CLI uses: the store (queue lengths, counters, the
-workers' announcements, dead letters, results), `workers.reprocess` (runs and their tally
-in Redis) and Celery's remote control (pause/resume, pool size). Calls block on Redis: the
+Everything comes from the machinery the CLI uses: the store's operations (queue lengths,
+counters, the workers' announcements, dead letters, pauses, locks, results),
+`workers.reprocess` (runs and their tally) and the cluster's control (pause/resume, pool
+size). Calls block on Redis: the
 routes run them in a thread.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,20 +20,19 @@ from typing import Any
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey
 from workers import keys
+from workers.announcements import WorkerInfo
 from workers.api.errors import ApiError
 from workers.capabilities import CAPABILITIES, QUEUES
 from workers.client import MediaClient
+from workers.control import CONTROL_TIMEOUT
 from workers.reprocess import AlreadyRunning, Selection, run
 from workers.settings import Settings
-from workers.store import WorkerInfo
+from workers.store import DEAD_LETTERS_READ
 
 log = logging.getLogger("mcp_media.page")
 
 DEAD_SHOWN = 50
-DEAD_COUNTED = 10_000
 RECENT_SHOWN = 12
-CONTROL_TIMEOUT = 2.0
-THREADS_COMMAND = "mcp_media_threads"  # workers.runtime.control (not importable from here)
 # The media kind each capability's reprocess walks (speech synthesis has no cached input).
 KIND_OF = {
     Capability.VISION_SUMMARIZE: MediaKind.IMAGE,
@@ -74,15 +72,11 @@ class Board:
 
     def snapshot(self) -> dict[str, Any]:
         store = self.client.store
-        redis = store.redis
         workers = store.live_workers()
         waiting = store.queue_lengths(QUEUES)
         paused = store.paused_queues()
         dead = store.dead_letters(DEAD_SHOWN)
-        dead_by_capability: dict[str, int] = {}
-        for raw in redis.lrange(keys.DEAD_LETTERS, 0, DEAD_COUNTED - 1):
-            capability = _entry(raw).get("key", "").split(":", 1)[0]
-            dead_by_capability[capability] = dead_by_capability.get(capability, 0) + 1
+        dead_by_capability = store.dead_letter_counts()
         tiles = []
         for spec in CAPABILITIES.values():
             name = spec.capability.value
@@ -112,12 +106,11 @@ class Board:
         }
 
     def _run_state(self, kind: MediaKind) -> dict[str, Any] | None:
-        redis = self.client.store.redis
-        raw = redis.get(keys.reprocess_progress(kind.value))
-        if raw is None:
+        store = self.client.store
+        report = store.report(keys.reprocess_progress(kind.value))
+        if report is None:
             return None
-        report: dict[str, Any] = json.loads(raw)
-        report["locked"] = bool(redis.exists(f"{keys.PREFIX}:reprocess:{kind.value}"))
+        report["locked"] = store.locked(keys.reprocess_lock(kind.value))
         finished = report["done"] + report["degraded"] + report["failed"]
         if report["running"]:
             total = max(report["selected"], 1)
@@ -164,9 +157,9 @@ class Board:
         assert kind is not None
         if kind is MediaKind.IMAGE and self.settings.vision.resolved_provider == "none":
             raise ApiError(409, "vision is turned off (MCP_MEDIA_VISION__ENABLED/PROVIDER)")
-        redis = self.client.store.redis
+        store = self.client.store
         with self._lock:
-            if kind.value in self._runs or redis.exists(f"{keys.PREFIX}:reprocess:{kind.value}"):
+            if kind.value in self._runs or store.locked(keys.reprocess_lock(kind.value)):
                 raise ApiError(409, f"a reprocess run for {kind.value} is already going")
             self._runs.add(kind.value)
         selection = Selection(kinds=(kind,), mode=mode, include_degraded=include_degraded)
@@ -197,18 +190,9 @@ class Board:
     def pause(self, queue: str, paused: bool) -> str:
         if queue not in QUEUES:
             raise ApiError(400, f"unknown queue {queue[:40]!r}; one of {', '.join(QUEUES)}")
-        redis = self.client.store.redis
-        if paused:
-            redis.sadd(keys.PAUSED, queue)
-        else:
-            redis.srem(keys.PAUSED, queue)
+        self.client.store.set_paused(queue, paused)
         names = self._serving(queue)
-        control = self.client.app.control
-        send: Callable[..., Any] = control.cancel_consumer if paused else control.add_consumer
-        replies = (
-            send(queue, destination=names, reply=True, timeout=CONTROL_TIMEOUT) if names else []
-        )
-        told = len(replies or [])
+        told = self.client.control.consume(queue, not paused, names)
         verb = "paused" if paused else "resumed"
         return f"{queue} {verb}; {told} of {len(names)} live worker(s) confirmed"
 
@@ -221,44 +205,30 @@ class Board:
         info = found[0]
         if delta < 0 and (info.concurrency or 1) <= 1:
             raise ApiError(409, f"{info.name} already runs a single process or thread")
-        control = self.client.app.control
-        target = [info.name]
-        if info.pool == "prefork":
-            send = control.pool_grow if delta > 0 else control.pool_shrink
-            replies = send(1, destination=target, reply=True, timeout=CONTROL_TIMEOUT)
-        else:  # Celery's threads pool has no grow/shrink: our own command (workers.runtime)
-            replies = control.broadcast(
-                THREADS_COMMAND,
-                arguments={"n": delta},
-                destination=target,
-                reply=True,
-                timeout=CONTROL_TIMEOUT,
-            )
-        for reply in replies or []:
-            for answer in reply.values():
-                if "error" in answer:
-                    raise ApiError(409, f"{info.name}: {answer['error']}", code="control_refused")
-        if not replies:
+        answers = self.client.control.resize(info.name, info.pool, delta)
+        for answer in answers:
+            if "error" in answer:
+                raise ApiError(409, f"{info.name}: {answer['error']}", code="control_refused")
+        if not answers:
             raise ApiError(504, f"{info.name} did not answer within {CONTROL_TIMEOUT:.0f} s")
         unit = "process" if info.pool == "prefork" else "thread"
         return f"{info.name}: pool {'grows' if delta > 0 else 'shrinks'} by one {unit}"
 
-    def _dead_entry(self, job_id: str) -> tuple[bytes, dict[str, Any]]:
-        for raw in self.client.store.redis.lrange(keys.DEAD_LETTERS, 0, DEAD_COUNTED - 1):
-            entry = _entry(raw)
+    def _dead_entry(self, job_id: str) -> dict[str, Any]:
+        for entry in self.client.store.dead_letters(DEAD_LETTERS_READ):
             if entry.get("job_id") == job_id:
-                return raw, entry
+                return entry
         raise ApiError(404, f"no dead letter for job {job_id[:80]!r}", code="unknown_dead_letter")
 
     def retry(self, job_id: str) -> str:
         """Submit the dead-lettered job's input again (a new job), then drop the letter."""
-        raw, entry = self._dead_entry(job_id)
+        entry = self._dead_entry(job_id)
         try:
             key = ResultKey.parse(str(entry.get("key")))
         except (ValueError, KeyError):
             raise ApiError(409, "this dead letter names no job key; clear it") from None
         client = self.client
-        path = _recorded_path(client, job_id)
+        path = client.recorded_input(job_id)
         if path is None:
             cached = self.settings.media_cache().find(key.sha256)
             path = cached.path if cached is not None else None
@@ -270,38 +240,20 @@ class Board:
                 code="input_gone",
             )
         handle = client.submit_one(key.capability, key.sha256, path)
-        client.store.redis.lrem(keys.DEAD_LETTERS, 1, raw)
+        client.store.drop_dead_letter(job_id)
         return f"retried as job {handle.id}"
 
     def clear(self, job_id: str | None) -> str:
-        redis = self.client.store.redis
+        store = self.client.store
         if job_id is None:
-            cleared = int(redis.llen(keys.DEAD_LETTERS))
-            redis.delete(keys.DEAD_LETTERS)
-            return f"cleared {cleared} dead letter(s)"
-        raw, _ = self._dead_entry(job_id)
-        redis.lrem(keys.DEAD_LETTERS, 1, raw)
+            return f"cleared {store.clear_dead_letters()} dead letter(s)"
+        self._dead_entry(job_id)
+        store.drop_dead_letter(job_id)
         return f"cleared the dead letter of job {job_id}"
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
-
-
-def _entry(raw: bytes) -> dict[str, Any]:
-    try:
-        entry = json.loads(raw)
-    except ValueError:
-        return {}
-    return entry if isinstance(entry, dict) else {}
-
-
-def _recorded_path(client: MediaClient, job_id: str) -> Path | None:
-    """The input path the job was sent with, from its record (Redis, else the journal)."""
-    raw = client.store.redis.get(keys.job_record(job_id))
-    record = _entry(raw) if raw is not None else client.journal.get(job_id)
-    path = ((record or {}).get("kwargs") or {}).get("path")
-    return Path(path) if isinstance(path, str) else None
 
 
 def _worker_row(worker: WorkerInfo) -> dict[str, Any]:

@@ -15,10 +15,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 
-from workers import keys
 from workers.api.page import views
 from workers.api.page.board import Board
 
@@ -73,28 +71,23 @@ class Hub:
                 loop.call_soon_threadsafe(_put_latest, queue, parts)
 
     def _run(self) -> None:
-        pubsub: Any = None
+        cancel: Callable[[], None] | None = None
         dirty, last, next_full = True, 0.0, 0.0
         while True:
             with self._lock:
                 watched = bool(self._subscribers)
             if not watched:
-                if pubsub is not None:
-                    pubsub.close()
-                    pubsub = None
+                if cancel is not None:
+                    cancel()
+                    cancel = None
                 self._wake.wait(REFRESH)
                 self._wake.clear()
                 dirty = True
                 continue
             try:
-                if pubsub is None:
-                    pubsub = self.board.client.store.redis.pubsub(ignore_subscribe_messages=True)
-                    pubsub.subscribe(keys.EVENTS)
-                message = pubsub.get_message(timeout=MIN_GAP)
-                while message is not None:  # a burst of results: one render for all of them
-                    dirty = True
-                    message = pubsub.get_message(timeout=0.0)
-                if self._wake.is_set():
+                if cancel is None:  # every stored result wakes the page up
+                    cancel = self.board.client.events.watch_all(lambda _: self._wake.set())
+                if self._wake.wait(MIN_GAP):  # a burst of results: one render for all
                     self._wake.clear()
                     dirty = True
                 now = time.monotonic()
@@ -105,10 +98,6 @@ class Hub:
                         self._publish(parts)
             except Exception:  # the broker may be restarting: try again shortly
                 log.warning("jobs page: cannot read the cluster", exc_info=True)
-                if pubsub is not None:
-                    with contextlib.suppress(Exception):
-                        pubsub.close()
-                pubsub = None
                 time.sleep(1.0)
 
 
