@@ -12,19 +12,21 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import redis
 from celery import Celery
+from kombu.exceptions import OperationalError
 
 from pipelines.errors import PermanentError
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
 from workers.capabilities import CAPABILITIES, QUEUES
-from workers.chunks import read_chunks
+from workers.chunks import Chunk, read_chunks
 from workers.control import ClusterControl
 from workers.events import FALLBACK_POLL, EventFollower
 from workers.gateway import Admission, JobHandle, QueueFull, answers, submit_all
@@ -40,6 +42,8 @@ STREAM_BLOCK_MS = 500
 
 class MediaClient:
     runs_here = False
+    # What a broker that does not answer raises: the doors answer these with a 503.
+    unavailable: tuple[type[Exception], ...] = (redis.RedisError, OperationalError)
 
     def __init__(self, settings: Settings, app: Celery, store: RedisStore) -> None:
         self.settings = settings
@@ -199,16 +203,19 @@ class MediaClient:
             envelope.job_id or "-", key, path, envelope.status, envelope, Admission.SETTLED
         )
 
+    def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
+        """The chunks of a streaming job after `after`, waiting up to `block_ms` for one."""
+        return read_chunks(self.store.redis, keys.chunks(handle.key), after, block_ms)
+
     def stream(self, handle: JobHandle, timeout: float) -> Iterator[bytes]:
         """The output of a streaming job (submitted with `params={"stream": keys.chunks(key)}`)
         as its worker hands it over; ends at the job's end mark, or when a result answers the
         job without one (a joined job that was not streamed: read its stored file instead).
         Raises `PermanentError` with the reason when the job failed while streaming."""
-        name = keys.chunks(handle.key)
         after = "0"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            chunks = read_chunks(self.store.redis, name, after, STREAM_BLOCK_MS)
+            chunks = self.read_chunks(handle, after, STREAM_BLOCK_MS)
             for chunk in chunks:
                 after = chunk.id
                 if chunk.end:

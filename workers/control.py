@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from celery import Celery
+if TYPE_CHECKING:
+    from celery import Celery
 
 CONTROL_TIMEOUT = 2.0
 THREADS_COMMAND = "mcp_media_threads"  # registered by workers.runtime.control

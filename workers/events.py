@@ -66,6 +66,7 @@ class EventFollower:
         with self._lock:
             self._everything.append(notify)
             self._start()
+        self._subscribed.wait(timeout=FALLBACK_POLL)
 
         def cancel() -> None:
             with self._lock:

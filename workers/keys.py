@@ -7,6 +7,7 @@ from pipelines.results import ResultKey
 PREFIX = "mcp-media"
 EVENTS = f"{PREFIX}:events"
 DEAD_LETTERS = f"{PREFIX}:dead"
+DEAD_LETTERS_READ = 10_000  # the newest dead letters counted, searched and dropped
 WORKERS = f"{PREFIX}:workers"  # hash: node name -> JSON description, refreshed by heartbeat
 
 

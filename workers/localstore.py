@@ -126,6 +126,10 @@ class LocalStore:
             self._deliveries[job_id] += 1
             return self._deliveries[job_id]
 
+    def uncount_delivery(self, job_id: str) -> None:
+        with self._lock:
+            self._deliveries[job_id] -= 1
+
     def dead_letter(self, job_id: str, key: ResultKey, reason: str) -> None:
         entry = {"job_id": job_id, "key": str(key), "reason": reason, "at": time.time()}
         with self._lock:

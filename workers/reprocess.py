@@ -8,7 +8,6 @@ showing progress from the completion events.
 
 from __future__ import annotations
 
-import json
 import secrets
 import sys
 import threading
@@ -16,18 +15,21 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TextIO
+from queue import Empty, SimpleQueue
+from typing import TYPE_CHECKING, TextIO
 
 from pipelines.cache import CachedFile
 from pipelines.ingest import JOB_FOR_KIND
 from pipelines.media import Capability, MediaKind
-from pipelines.results import ResultKey, Status
+from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
 from workers.capabilities import CAPABILITIES
-from workers.client import JobHandle, MediaClient
-from workers.gateway import QueueFull
+from workers.gateway import JobHandle, QueueFull
 from workers.settings import Settings
-from workers.store import ResultStore
+
+if TYPE_CHECKING:
+    from workers.client import MediaClient
+    from workers.store import ResultStore
 
 LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it quickly
 POLL = 0.2
@@ -231,8 +233,8 @@ def run(
             pass
         return tally
     with _Lock(client.store, selection.kinds):
-        events = client.store.redis.pubsub(ignore_subscribe_messages=True)
-        events.subscribe(keys.EVENTS)
+        events: SimpleQueue[Envelope] = SimpleQueue()
+        stop_following = client.events.watch_all(events.put)
         pending: dict[ResultKey, JobHandle] = {}
         progress = Progress(tally, out)
         report = Report(client.store, selection, tally)
@@ -279,30 +281,33 @@ def run(
         finally:
             progress.show(force=True)
             report.write(done=True)
-            events.close()
+            stop_following()
     return tally
 
 
 def _drain(
-    events: Any, pending: dict[ResultKey, JobHandle], tally: Tally, timeout: float = 0.0
+    events: SimpleQueue[Envelope],
+    pending: dict[ResultKey, JobHandle],
+    tally: Tally,
+    timeout: float = 0.0,
 ) -> None:
+    """Count the stored results that answer pending jobs, waiting up to `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
-        message = events.get_message(timeout=max(0.0, deadline - time.monotonic()))
-        if message is None:
-            if time.monotonic() >= deadline:
-                return
-            continue
-        data = json.loads(message["data"])
-        key = ResultKey.parse(f"{data['capability']}:{data['processor_version']}:{data['sha256']}")
-        if pending.pop(key, None) is not None:
-            _count(tally, data["status"])
+        try:
+            envelope = events.get(timeout=max(0.0, deadline - time.monotonic()))
+        except Empty:
+            return
+        handle = pending.get(envelope.key)
+        if handle is not None and handle.answered_by(envelope):
+            del pending[envelope.key]
+            _count(tally, envelope.status.value)
 
 
 def _recheck(client: MediaClient, pending: dict[ResultKey, JobHandle], tally: Tally) -> None:
     """Events are fire-and-forget: also look results up, in case one was missed."""
     found = client.store.get_many(list(pending))
     for key, envelope in found.items():
-        if envelope.status.finished and pending[key].id == envelope.job_id:
+        if pending[key].answered_by(envelope):
             pending.pop(key)
             _count(tally, envelope.status.value)

@@ -87,7 +87,6 @@ class Admitted:
 # Workers announce themselves in `keys.WORKERS` every few seconds (the heartbeat of
 # workers.runtime.recovery); one not seen for this long is gone (killed, frozen, cut off).
 WORKER_FRESH_SECONDS = 15.0
-DEAD_LETTERS_READ = 10_000  # the newest dead letters counted, searched and dropped
 RECENT_KEPT = 200  # result keys kept in keys.RECENT for the jobs page
 
 
@@ -117,6 +116,7 @@ class ResultStore(Protocol):
     def key_for_job(self, job_id: str) -> ResultKey | None: ...
     def latest_key(self, capability: str, sha256: str) -> ResultKey | None: ...
     def count_delivery(self, job_id: str, ttl: int) -> int: ...
+    def uncount_delivery(self, job_id: str) -> None: ...
     def dead_letter(self, job_id: str, key: ResultKey, reason: str) -> None: ...
     def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]: ...
     def dead_letter_counts(self) -> dict[str, int]: ...
@@ -271,6 +271,10 @@ class RedisStore:
         count, _ = pipe.execute()
         return int(count)
 
+    def uncount_delivery(self, job_id: str) -> None:
+        """A delivery that ran nothing (its key was claimed): not counted against the cap."""
+        self.redis.decr(keys.deliveries(job_id))
+
     def dead_letter(self, job_id: str, key: ResultKey, reason: str) -> None:
         entry = {"job_id": job_id, "key": str(key), "reason": reason, "at": time.time()}
         self.redis.lpush(keys.DEAD_LETTERS, json.dumps(entry))
@@ -379,11 +383,11 @@ class RedisStore:
     # dead letters, as the jobs page reads and clears them
 
     def _letters(self) -> list[tuple[bytes, dict[str, Any]]]:
-        raws = self.redis.lrange(keys.DEAD_LETTERS, 0, DEAD_LETTERS_READ - 1)
+        raws = self.redis.lrange(keys.DEAD_LETTERS, 0, keys.DEAD_LETTERS_READ - 1)
         return [(raw, _json_object(raw)) for raw in raws]
 
     def dead_letter_counts(self) -> dict[str, int]:
-        """Dead letters by capability (the newest `DEAD_LETTERS_READ`)."""
+        """Dead letters by capability (the newest `keys.DEAD_LETTERS_READ`)."""
         counts: dict[str, int] = {}
         for _, entry in self._letters():
             capability = str(entry.get("key", "")).split(":", 1)[0]

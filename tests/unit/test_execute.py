@@ -167,6 +167,21 @@ def test_a_held_claim_is_redelivered_at_once_and_the_retry_takes_the_holders_res
     assert stage.calls == []
 
 
+def test_a_delivery_that_finds_its_key_claimed_is_not_counted_against_the_cap(
+    resources: Resources, settings: Settings
+) -> None:
+    """A poison job's kills count in every retry round; claim retries, which ran nothing,
+    never do (so they neither eat the budget nor hide the kills)."""
+    job = cached_job(settings, job_id="j3", delivery="j3")
+    store = resources.store
+    held = store.claim(job.key, ttl=30)
+    assert held is not None
+    for _ in range(5):
+        with pytest.raises(Redelivered):
+            execute(resources, job, runner=runner(CountingStage()))
+    assert store.count_delivery("j3", 60) == 1  # none of the five was counted
+
+
 def test_claim_retries_back_off_to_the_claim_ttl_and_outlast_the_holder() -> None:
     countdowns = [claim_retry(n, claim_ttl=30.0, hard_limit=600.0)[0] for n in range(8)]
     assert countdowns == sorted(countdowns) and countdowns[0] < 30.0 and countdowns[-1] == 30.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -16,8 +17,10 @@ from workers.api.auth import check_bearer, needs_key
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.api.metrics import ApiMetrics
-from workers.client import MediaClient
 from workers.settings import Settings
+
+if TYPE_CHECKING:
+    from workers.client import MediaClient
 
 
 class KeyGuard:
@@ -63,8 +66,8 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
-def create_app(settings: Settings, key: str) -> Starlette:
-    client = MediaClient.connect(settings)
+def create_app(settings: Settings, key: str, client: MediaClient) -> Starlette:
+    """The app of the HTTP door; it holds the cluster's gateway `client` (closed with it)."""
     ctx = ApiContext(settings=settings, key=key, client=client)
     ctx.metrics.watch(client.store)
     routes: list[BaseRoute] = [*health.routes(ctx)]

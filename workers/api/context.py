@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from workers.api.metrics import ApiMetrics
-from workers.client import MediaClient
 from workers.settings import Settings
+
+if TYPE_CHECKING:
+    from workers.client import MediaClient
 
 
 @dataclass(frozen=True)
 class ApiContext:
     settings: Settings
     key: str
-    client: MediaClient | None = None  # None: built by create_app (tests of routes give one)
+    client: MediaClient | None = None  # the cluster's gateway (create_app hands it in)
     metrics: ApiMetrics = field(default_factory=ApiMetrics)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
 
@@ -21,8 +21,10 @@ from pipelines.results import Envelope, ResultKey, Status
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.capabilities import CAPABILITIES
-from workers.client import MediaClient
 from workers.gateway import Admission, JobHandle, QueueFull, answers
+
+if TYPE_CHECKING:
+    from workers.client import MediaClient
 
 # Reasons of failed STT jobs that mean the upload is not usable audio (415, not 500).
 _BAD_AUDIO = (

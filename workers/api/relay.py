@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 from anyio import to_thread
 
 from pipelines.results import Envelope
-from workers import keys
 from workers.api import jobs
 from workers.api.context import ApiContext
-from workers.chunks import Chunk, read_chunks
+
+if TYPE_CHECKING:
+    from workers.chunks import Chunk
 
 READ_BLOCK_MS = 500
 RESULT_AFTER_END = 5.0  # seconds a finished stream waits for its job's stored result
@@ -25,15 +27,16 @@ class Relay:
     def __init__(self, ctx: ApiContext, job: jobs.Submitted) -> None:
         self.ctx = ctx
         self.job = job
-        self.name = keys.chunks(job.handle.key)
         self.after = "0"
         self.ended = False
         self.error = ""
         self.finished: Envelope | None = None  # the result, once `rest` has seen it
 
     async def read(self) -> Sequence[Chunk]:
-        redis = jobs.client_of(self.ctx).store.redis
-        found = await to_thread.run_sync(read_chunks, redis, self.name, self.after, READ_BLOCK_MS)
+        client = jobs.client_of(self.ctx)
+        found = await to_thread.run_sync(
+            client.read_chunks, self.job.handle, self.after, READ_BLOCK_MS
+        )
         if found:
             self.after = found[-1].id
         return found

@@ -30,6 +30,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from workers.api.app import create_app
+    from workers.client import MediaClient
 
     where = "MCP_MEDIA_API__KEY" if given else str(settings.home / KEY_FILE)
     shown = f"[{host}]" if ":" in host else host
@@ -37,7 +38,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         f"mcp-media: serving http://{shown}:{port}/ (OpenAI audio API at /v1; key: {where})\n"
     )
     uvicorn.run(
-        create_app(settings, key),
+        create_app(settings, key, MediaClient.connect(settings)),
         host=host,
         port=port,
         log_level="warning",

@@ -159,6 +159,8 @@ def execute(
     ttl = resources.settings.jobs.claim_ttl
     claim = store.claim(job.key, ttl)
     if claim is None:
+        if job.delivery is not None and job.job_id is not None:
+            store.uncount_delivery(job.delivery)  # it ran nothing: not against the cap
         raise Redelivered(f"{job.key} is claimed by another worker")
     try:
         # Whoever held the claim before us may have finished the work meanwhile.
@@ -184,6 +186,11 @@ def execute(
         return _record(store, envelope)
     finally:
         store.release(claim)
+
+
+def give_up(resources: Resources, job: Job, reason: str) -> Envelope:
+    """Record that a job ends without running (its retries ran out): never silently absent."""
+    return _record(resources.store, failed(job, reason))
 
 
 def _record(store: ResultStore, envelope: Envelope) -> Envelope:

@@ -14,7 +14,7 @@ from celery import Celery, Task
 from pipelines.results import EnvelopeJson, ResultKey
 from workers.capabilities import CAPABILITIES, CapabilitySpec
 from workers.jobs import resources
-from workers.jobs.execute import Job, Redelivered, execute
+from workers.jobs.execute import Job, Redelivered, execute, give_up
 from workers.jobs.stages import Runner
 from workers.runtime.recovery import drop_lease
 from workers.store import RedisStore
@@ -51,8 +51,9 @@ def make_task(app: Celery, spec: CapabilitySpec, runner: Runner | None = None) -
             trace_id=trace_id,
             attempts=int(self.request.retries) + 1,
             worker=self.request.hostname,
-            # Counted per retry round so that claim retries do not eat the redelivery budget.
-            delivery=f"{job_id}:{self.request.retries}",
+            # Counted per job: a kill in any retry round counts; a delivery that found its key
+            # claimed ran nothing and is not counted (execute takes it back).
+            delivery=job_id,
         )
         try:
             envelope = execute(res, job, spec, runner)
@@ -62,6 +63,9 @@ def make_task(app: Celery, spec: CapabilitySpec, runner: Runner | None = None) -
             countdown, most = claim_retry(
                 int(self.request.retries), settings.jobs.claim_ttl, float(hard)
             )
+            if self.request.retries >= most:
+                reason = f"gave up after {most} retries: {exc}"
+                return give_up(res, job, reason).to_json()
             raise self.retry(exc=exc, countdown=countdown, max_retries=most) from exc
         if isinstance(res.store, RedisStore):
             drop_lease(res.store.redis, job_id)

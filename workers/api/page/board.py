@@ -15,7 +15,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey
@@ -23,11 +23,12 @@ from workers import keys
 from workers.announcements import WorkerInfo
 from workers.api.errors import ApiError
 from workers.capabilities import CAPABILITIES, QUEUES
-from workers.client import MediaClient
 from workers.control import CONTROL_TIMEOUT
 from workers.reprocess import AlreadyRunning, Selection, run
 from workers.settings import Settings
-from workers.store import DEAD_LETTERS_READ
+
+if TYPE_CHECKING:
+    from workers.client import MediaClient
 
 log = logging.getLogger("mcp_media.page")
 
@@ -53,20 +54,13 @@ class Found:
 
 
 class Board:
-    """One per serve process; its client (Redis + the Celery app for control) is made once."""
+    """One per serve process, on the app's gateway to the cluster."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, client: MediaClient) -> None:
         self.settings = settings
-        self._client: MediaClient | None = None
+        self.client = client
         self._lock = threading.Lock()
         self._runs: set[str] = set()
-
-    @property
-    def client(self) -> MediaClient:
-        with self._lock:
-            if self._client is None:
-                self._client = MediaClient.connect(self.settings)
-            return self._client
 
     # what the page shows
 
@@ -170,16 +164,14 @@ class Board:
         return f"reprocess {mode} of {kind.value} started{extra}"
 
     def _run(self, selection: Selection) -> None:
-        client = MediaClient.connect(self.settings)
         try:
             with open(os.devnull, "w") as quiet:
-                run(client, selection, out=quiet)
+                run(self.client, selection, out=quiet)
         except AlreadyRunning as exc:
             log.warning("%s", exc)
         except Exception:
             log.exception("reprocess run from the page failed")
         finally:
-            client.close()
             with self._lock:
                 for kind in selection.kinds:
                     self._runs.discard(kind.value)
@@ -215,7 +207,7 @@ class Board:
         return f"{info.name}: pool {'grows' if delta > 0 else 'shrinks'} by one {unit}"
 
     def _dead_entry(self, job_id: str) -> dict[str, Any]:
-        for entry in self.client.store.dead_letters(DEAD_LETTERS_READ):
+        for entry in self.client.store.dead_letters(keys.DEAD_LETTERS_READ):
             if entry.get("job_id") == job_id:
                 return entry
         raise ApiError(404, f"no dead letter for job {job_id[:80]!r}", code="unknown_dead_letter")
@@ -250,10 +242,6 @@ class Board:
         self._dead_entry(job_id)
         store.drop_dead_letter(job_id)
         return f"cleared the dead letter of job {job_id}"
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
 
 
 def _worker_row(worker: WorkerInfo) -> dict[str, Any]:

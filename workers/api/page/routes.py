@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 from urllib.parse import quote
 
-import redis
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import (
@@ -60,18 +59,29 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-async def cluster(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run a blocking call on the cluster in a thread; a broker that does not answer is a
-    503 with the reason, and the page keeps serving."""
+async def on_cluster(
+    unavailable: tuple[type[Exception], ...],
+    call: Callable[P, R],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> R:
+    """Run a blocking call on the cluster in a thread; a broker that does not answer (one of
+    the gateway's `unavailable` errors) is a 503 with the reason, and the page keeps serving."""
     try:
         return await run_in_threadpool(call, *args, **kwargs)
-    except redis.RedisError as exc:
+    except unavailable as exc:
         raise ApiError(503, f"the broker does not answer: {exc}", code="broker_down") from None
 
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:
     session = Session(ctx.key)
-    board = Board(ctx.settings)
+    client = ctx.client
+    assert client is not None, "create_app gives the context its client"
+    board = Board(ctx.settings, client)
+
+    async def cluster(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await on_cluster(client.unavailable, call, *args, **kwargs)
+
     hub = Hub(board, session.csrf)
 
     async def form(request: Request) -> dict[str, str]:
