@@ -18,14 +18,14 @@ from pipelines.media import MediaKind, StoredBlob
 from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.results import processor_version
 from pipelines.speech.config import SttConfig, TtsConfig
+from pipelines.speech.request import FORMATS, SynthesisRequest
 from pipelines.vision import ProviderKind, VisionConfig
 from pipelines.vision import processor_version as vision_processor_version
 from workers.settings import Settings
 
 STT_DEFAULT = "whisper-tiny.en"
 VAD_DEFAULT = "silero-vad"
-# `pipelines.speech.encode.FORMATS`, named here without importing PyAV.
-SPEECH_FORMATS = ("ogg", "wav", "mp3", "aac", "flac", "pcm")
+SPEECH_FORMATS = FORMATS  # what a synthesis request may ask for
 
 
 def vision_config(settings: Settings) -> VisionConfig:
@@ -249,7 +249,10 @@ def synthesis_request(
 
 def store_request(settings: Settings, params: Mapping[str, Any]) -> StoredBlob:
     """The request goes into the cache as a document: messages carry its path, not its text."""
-    blob = json.dumps(dict(params), sort_keys=True, ensure_ascii=False).encode()
+    request = SynthesisRequest(
+        text=params["text"], voice=params["voice"], speed=params["speed"], format=params["format"]
+    )
+    blob = request.to_bytes()
     return settings.media_cache().store_bytes(
         blob, MediaKind.DOCUMENT, mime="application/json", name="speech-request.json"
     )

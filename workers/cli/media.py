@@ -95,7 +95,7 @@ def _transcript_json(handle: Any) -> dict[str, Any]:
 
 
 def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines.speech.stt import Segment, Transcript, format_transcript
+    from pipelines.speech.transcript import Transcript, format_transcript
     from workers.cli.single import store_file
 
     stored = store_file(settings, Path(args.file), "audio")
@@ -118,13 +118,8 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if not out["text"] and args.format in ("srt", "vtt"):
         sys.stderr.write(f"mcp-media: {NO_SPEECH_LINE}\n")  # an empty cue file stays valid
-    transcript = Transcript(
-        text=out["text"],
-        segments=tuple(Segment(s["start"], s["end"], s["text"]) for s in out["segments"]),
-        language=out["language"],
-        duration_s=out["duration_s"],
-        processing_s=out.get("processing_s", 0.0),
-        note=out.get("note") or (None if out["text"] else NO_SPEECH_NOTE),
+    transcript = Transcript.from_dict(
+        {**out, "note": out.get("note") or (None if out["text"] else NO_SPEECH_NOTE)}
     )
     sys.stdout.write(format_transcript(transcript, args.format).rstrip("\n") + "\n")
     return 0

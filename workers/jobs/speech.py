@@ -8,17 +8,17 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from pipelines.errors import PermanentError
 from pipelines.media import MediaKind
 from pipelines.render import audio_tag
 from pipelines.results import StageOutcome, Status
 from pipelines.sniff import Format
+from pipelines.speech.request import SynthesisRequest
 from pipelines.speech.stt import Progress, Transcriber, load_transcriber, load_vad, transcribe
 from pipelines.speech.tts import TextToSpeech, load_tts
 from pipelines.speech.vad import SpeechDetector
-from workers.configs import SPEECH_FORMATS, stt_config, tts_config, tts_model
+from workers.configs import stt_config, tts_config, tts_model
 from workers.settings import Settings
 
 # A voice is a folder name under the models root, never a path.
@@ -68,16 +68,6 @@ def run_transcribe(
     return StageOutcome(Status.DONE, transcript.to_dict())
 
 
-def read_request(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PermanentError(f"cannot read the synthesis request {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise PermanentError(f"{path} is not a synthesis request")
-    return data
-
-
 def run_synthesize(
     voices: Callable[[str | None], TextToSpeech],
     settings: Settings,
@@ -86,19 +76,8 @@ def run_synthesize(
 ) -> StageOutcome:
     """Speak the request document at `path` with the voice it names (`voices` loads it);
     `on_chunk` gets the encoded audio as each sentence is done."""
-    params = read_request(path)
-    text = params.get("text")
-    fmt = params.get("format", "ogg")
-    if not isinstance(text, str) or fmt not in SPEECH_FORMATS:
-        raise PermanentError(
-            f"a synthesis job needs `text` and a format of {', '.join(SPEECH_FORMATS)}"
-        )
-    speed = float(params.get("speed", settings.tts.speed))
-    if not 0.2 < speed <= 4.0:
-        raise PermanentError(f"speed {speed} is outside 0.2-4.0")
-    voice = params.get("voice")
-    if voice is not None and not isinstance(voice, str):
-        raise PermanentError(f"voice {voice!r} is not a voice name")
+    request = SynthesisRequest.read(path, settings.tts.speed)
+    text, fmt, speed, voice = request.text, request.format, request.speed, request.voice
     folder_name = speaker = None
     if voice and voice != settings.tts.voice:
         # A voice folder, or one voice of a many-voice folder (Kokoro): the folder is
