@@ -13,7 +13,7 @@ import pytest
 
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, StageOutcome, Status
-from tests.support.factories import png_bytes
+from tests.support.factories import png_bytes, wav_bytes
 from workers.gateway import Admission, QueueFull
 from workers.jobs.execute import Job, execute
 from workers.jobs.inline import InlineGateway
@@ -99,6 +99,10 @@ def test_admission_with_a_limit_refuses_over_the_high_water(tmp_path: Path) -> N
     with pytest.raises(QueueFull, match="high water 2"):
         gw.submit_one(CAP, *image(gw, 9), limit=True)
     assert gw.waiting()["vision"] == 2
+    # the high water is per queue: another queue still takes jobs
+    audio = gw.settings.media_cache().store_bytes(wav_bytes(), MediaKind.AUDIO)
+    other = gw.submit_one(Capability.AUDIO_TRANSCRIBE, audio.sha256, audio.path, limit=True)
+    assert other.admission is Admission.QUEUED
     unlimited = gw.submit_one(CAP, *image(gw, 9))  # a caller that waits its turn itself
     stage.gate.set()
     finished = gw.wait([*handles, unlimited], 30)

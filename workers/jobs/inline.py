@@ -101,9 +101,12 @@ class InlineGateway:
                 return JobHandle(
                     running[0], key, path, Status.PENDING, admission=Admission.JOINED, force=force
                 )
+            queue = CAPABILITIES[capability].queue
             high_water = self.settings.jobs.high_water
-            if limit and len(self._running) >= high_water:
-                raise QueueFull(CAPABILITIES[capability].queue, len(self._running), high_water)
+            if limit:
+                admitted = sum(CAPABILITIES[k.capability].queue == queue for k in self._running)
+                if admitted >= high_water:
+                    raise QueueFull(queue, admitted, high_water)
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     self._workers, thread_name_prefix="mcp-media-job"
