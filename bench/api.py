@@ -33,8 +33,8 @@ from bench.cluster import ROOT, BenchCluster
 from bench.peers import whisper_ct2_dir
 from bench.results import record
 from bench.speech import ENV, Voice, _tts_text
-from pipelines.speech.stt import load_transcriber, load_vad, transcribe
-from pipelines.speech.tts import load_tts
+from pipelines.engines.registry import load_transcriber, load_tts, load_vad
+from pipelines.speech.stt import transcribe
 from tests.support.net import free_port, wait_for_port
 from workers.configs import stt_config, tts_config
 

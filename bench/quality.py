@@ -25,11 +25,12 @@ from typing import Any
 from bench.espeak_zh import espeak_phonemes
 from bench.peers import wer
 from bench.results import Entry, record
+from pipelines.engines.registry import load_transcriber, load_tts
 from pipelines.speech.audio import write_wav
 from pipelines.speech.config import SttConfig, TtsConfig
-from pipelines.speech.stt import load_transcriber, transcribe
+from pipelines.speech.stt import transcribe
 from pipelines.speech.text import normalize
-from pipelines.speech.tts import TextToSpeech, load_tts
+from pipelines.speech.tts import TextToSpeech
 from tests.support.scoring import cer
 from workers.provisioning.models import prepare
 from workers.settings import Settings

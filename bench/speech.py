@@ -16,18 +16,13 @@ from bench.cluster import BenchCluster
 from bench.peers import FasterWhisper, PiperTts, wer
 from bench.results import Entry, record
 from pipelines.cache import MediaCache
+from pipelines.engines.registry import load_transcriber, load_tts, load_vad
 from pipelines.media import Capability, JobRequest, MediaKind, StoredBlob
 from pipelines.results import Status
 from pipelines.speech.audio import write_wav
 from pipelines.speech.config import SttConfig
-from pipelines.speech.stt import (
-    Samples,
-    Transcriber,
-    load_transcriber,
-    load_vad,
-    transcribe,
-)
-from pipelines.speech.tts import TextToSpeech, load_tts
+from pipelines.speech.stt import Samples, Transcriber, transcribe
+from pipelines.speech.tts import TextToSpeech
 from pipelines.speech.vad import SpeechDetector
 from tests.support.cluster import Worker
 from workers.client import JobHandle, MediaClient

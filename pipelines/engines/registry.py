@@ -1,5 +1,6 @@
-"""The one place stages meet their engines: each builder imports its engine when called, in
-the worker process that runs it (after fork), never at import.
+"""The one place stages meet their engines: each builder validates what it is given, then
+imports its engine when called, in the worker process that runs it (after fork), never at
+import. Vision providers, the whisper recognizer, the silero VAD, piper and Kokoro voices.
 
 Stage modules own their ports (Protocols and errors) and never import an engine; whoever
 runs a stage asks this registry for the engine behind the port.
@@ -7,7 +8,21 @@ runs a stage asks this registry for the engine behind the port.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pipelines.errors import ConfigError, Skipped
+from pipelines.speech.config import SttConfig, TtsConfig
+from pipelines.speech.stt import WHISPER_RATE, Transcriber
+from pipelines.speech.stt import validate_model_dir as validate_whisper_dir
+from pipelines.speech.tts import (
+    Phonemizer,
+    TextToSpeech,
+    Voices,
+    is_kokoro_dir,
+    validate_kokoro_dir,
+)
+from pipelines.speech.tts import validate_model_dir as validate_voice_dir
+from pipelines.speech.vad import SpeechDetector, VadConfig, validate_vad_model
 from pipelines.vision import LocalVisionProvider, ProviderKind, VisionConfig, VisionProvider
 
 
@@ -25,3 +40,106 @@ def vision_provider(config: VisionConfig) -> VisionProvider:
 
             return OpenAIVisionProvider(config)
     raise ConfigError(f"unknown vision provider {config.provider!r}")  # pragma: no cover
+
+
+def load_transcriber(config: SttConfig) -> Transcriber:
+    """Validate then load (about 0.3 s and 150 MB for tiny.en int8). Once per process."""
+    from pipelines.engines.whisper import OrtWhisper
+
+    files = validate_whisper_dir(config.model_dir, config.language)
+    if config.task not in ("transcribe", "translate"):
+        raise ConfigError(f"unknown whisper task {config.task!r}: transcribe or translate")
+    if config.task == "translate" and not files.multilingual:
+        raise ConfigError(f"{config.model_dir.name} is English-only: it cannot translate")
+    return OrtWhisper(
+        files.encoder,
+        files.decoder,
+        files.tokens,
+        files.mel_filters,
+        config.threads,
+        config.language if files.multilingual else "en",
+        task=config.task,
+        tail_padding_s=config.tail_padding_s,
+    )
+
+
+def load_vad(config: SttConfig) -> SpeechDetector | None:
+    """The detector for long audio (stateful: one per process, like the recognizer)."""
+    if config.vad_model is None:
+        return None
+    return load_detector(VadConfig(config.vad_model), WHISPER_RATE)
+
+
+def load_detector(config: VadConfig, sample_rate: int = 16_000) -> SpeechDetector:
+    from pipelines.engines.silero import RATE, SileroVad
+
+    if sample_rate != RATE:
+        raise ConfigError(f"the silero VAD runs at {RATE} Hz, not {sample_rate} Hz")
+    return SileroVad(
+        validate_vad_model(config.model),
+        threshold=config.threshold,
+        min_silence_s=config.min_silence_s,
+        min_speech_s=config.min_speech_s,
+        max_speech_s=config.max_speech_s,
+        pad_s=config.pad_s,
+        threads=config.threads,
+    )
+
+
+def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToSpeech:
+    """Validate, then load the voice (1-2 s, ~130 MB). Default phonemizer: espeak-ng.
+
+    Both run on onnxruntime directly: piper voices in `engines.vits`, Kokoro in `engines.kokoro`.
+    """
+    from pipelines.engines.vits import OrtVits
+
+    if is_kokoro_dir(config.model_dir):
+        return _load_kokoro(config, phonemizer)
+
+    files = validate_voice_dir(config.model_dir, config.voice, config.speaker_id)
+    if phonemizer is None:
+        from pipelines.engines.phonemizer import EspeakPhonemizer
+
+        phonemizer = EspeakPhonemizer(files.voice)
+    synthesizer = OrtVits(
+        files.model,
+        files.tokens,
+        files.sample_rate,
+        threads=config.threads,
+        noise_scale=config.noise_scale,
+        noise_scale_w=config.noise_scale_w,
+        n_speakers=files.n_speakers,
+    )
+    return TextToSpeech(synthesizer, phonemizer, config)
+
+
+def _load_kokoro(config: TtsConfig, phonemizer: Phonemizer | None) -> TextToSpeech:
+    from pipelines.engines.kokoro import OrtKokoro
+
+    files = validate_kokoro_dir(config.model_dir)
+    chosen = files.voice(config.voice) if config.voice else files.catalogue[0]
+    voices = Voices(files, kokoro_phonemizer)
+    synthesizer = OrtKokoro(
+        files.model,
+        files.voices,
+        files.tokens,
+        files.sample_rate,
+        files.n_speakers,
+        files.style_dim,
+        threads=config.threads,
+    )
+    config = replace(
+        config, voice=chosen.name, speaker_id=chosen.speaker_id, language=chosen.language
+    )
+    return TextToSpeech(
+        synthesizer, phonemizer or voices.phonemizer(chosen.language), config, voices
+    )
+
+
+def kokoro_phonemizer(vocabulary: list[str], language: str) -> Phonemizer:
+    """Kokoro's phonemizer for a language: misaki's Mandarin, else espeak-ng's."""
+    from pipelines.engines.kokoro_phonemes import KokoroChinese, KokoroEnglish
+
+    if language.startswith("zh"):
+        return KokoroChinese(vocabulary)
+    return KokoroEnglish(vocabulary, language)

@@ -56,8 +56,6 @@ from pipelines.speech.transcript import (
 from pipelines.speech.vad import (
     SpeechChunk,
     SpeechDetector,
-    VadConfig,
-    load_detector,
     speech_chunks,
     window_chunks,
 )
@@ -159,34 +157,6 @@ def validate_model_dir(model_dir: Path, language: str = "en") -> WhisperFiles:
     if tokens.stat().st_size == 0:
         raise ConfigError(f"{tokens} is empty")
     return WhisperFiles(encoder, decoder, tokens, model_dir / "mel_filters.npy", multilingual)
-
-
-def load_transcriber(config: SttConfig) -> Transcriber:
-    """Validate then load (about 0.3 s and 150 MB for tiny.en int8). Once per process."""
-    from pipelines.engines.whisper import OrtWhisper
-
-    files = validate_model_dir(config.model_dir, config.language)
-    if config.task not in ("transcribe", "translate"):
-        raise ConfigError(f"unknown whisper task {config.task!r}: transcribe or translate")
-    if config.task == "translate" and not files.multilingual:
-        raise ConfigError(f"{config.model_dir.name} is English-only: it cannot translate")
-    return OrtWhisper(
-        files.encoder,
-        files.decoder,
-        files.tokens,
-        files.mel_filters,
-        config.threads,
-        config.language if files.multilingual else "en",
-        task=config.task,
-        tail_padding_s=config.tail_padding_s,
-    )
-
-
-def load_vad(config: SttConfig) -> SpeechDetector | None:
-    """The detector for long audio (stateful: one per process, like the recognizer)."""
-    if config.vad_model is None:
-        return None
-    return load_detector(VadConfig(config.vad_model), WHISPER_RATE)
 
 
 @dataclass(slots=True)

@@ -217,27 +217,23 @@ def validate_kokoro_dir(model_dir: Path) -> KokoroFiles:
     )
 
 
-def _vocabulary(tokens: Path) -> list[str]:
+def vocabulary(tokens: Path) -> list[str]:
     return [line[0] for line in tokens.read_text(encoding="utf-8").splitlines() if line]
 
 
 @dataclass(slots=True)
-class _Voices:
+class Voices:
     """What `for_voice` needs to build another voice on the same loaded model."""
 
     files: KokoroFiles
+    # Builds a language's phonemizer from the model's vocabulary (the engine registry's).
+    make_phonemizer: Callable[[list[str], str], Phonemizer]
     phonemizers: dict[str, Phonemizer] = field(default_factory=dict)
 
     def phonemizer(self, language: str) -> Phonemizer:
         if language not in self.phonemizers:
-            from pipelines.engines.kokoro_phonemes import KokoroChinese, KokoroEnglish
-
-            vocab = _vocabulary(self.files.tokens)
-            self.phonemizers[language] = (
-                KokoroChinese(vocab)
-                if language.startswith("zh")
-                else KokoroEnglish(vocab, language)
-            )
+            vocab = vocabulary(self.files.tokens)
+            self.phonemizers[language] = self.make_phonemizer(vocab, language)
         return self.phonemizers[language]
 
 
@@ -249,7 +245,7 @@ class TextToSpeech:
         synthesizer: Synthesizer,
         phonemizer: Phonemizer,
         config: TtsConfig,
-        voices: _Voices | None = None,
+        voices: Voices | None = None,
     ):
         self.synthesizer = synthesizer
         self.phonemizer = phonemizer
@@ -354,53 +350,3 @@ class TextToSpeech:
             sentences=count,
             processing_s=time.perf_counter() - started,
         )
-
-
-def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToSpeech:
-    """Validate, then load the voice (1-2 s, ~130 MB). Default phonemizer: espeak-ng.
-
-    Both run on onnxruntime directly: piper voices in `engines.vits`, Kokoro in `engines.kokoro`.
-    """
-    from pipelines.engines.vits import OrtVits
-
-    if is_kokoro_dir(config.model_dir):
-        return _load_kokoro(config, phonemizer)
-
-    files = validate_model_dir(config.model_dir, config.voice, config.speaker_id)
-    if phonemizer is None:
-        from pipelines.engines.phonemizer import EspeakPhonemizer
-
-        phonemizer = EspeakPhonemizer(files.voice)
-    synthesizer = OrtVits(
-        files.model,
-        files.tokens,
-        files.sample_rate,
-        threads=config.threads,
-        noise_scale=config.noise_scale,
-        noise_scale_w=config.noise_scale_w,
-        n_speakers=files.n_speakers,
-    )
-    return TextToSpeech(synthesizer, phonemizer, config)
-
-
-def _load_kokoro(config: TtsConfig, phonemizer: Phonemizer | None) -> TextToSpeech:
-    from pipelines.engines.kokoro import OrtKokoro
-
-    files = validate_kokoro_dir(config.model_dir)
-    chosen = files.voice(config.voice) if config.voice else files.catalogue[0]
-    voices = _Voices(files)
-    synthesizer = OrtKokoro(
-        files.model,
-        files.voices,
-        files.tokens,
-        files.sample_rate,
-        files.n_speakers,
-        files.style_dim,
-        threads=config.threads,
-    )
-    config = replace(
-        config, voice=chosen.name, speaker_id=chosen.speaker_id, language=chosen.language
-    )
-    return TextToSpeech(
-        synthesizer, phonemizer or voices.phonemizer(chosen.language), config, voices
-    )

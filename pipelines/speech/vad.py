@@ -79,22 +79,6 @@ def validate_vad_model(path: Path) -> Path:
     return model
 
 
-def load_detector(config: VadConfig, sample_rate: int = 16_000) -> SpeechDetector:
-    from pipelines.engines.silero import RATE, SileroVad
-
-    if sample_rate != RATE:
-        raise ConfigError(f"the silero VAD runs at {RATE} Hz, not {sample_rate} Hz")
-    return SileroVad(
-        validate_vad_model(config.model),
-        threshold=config.threshold,
-        min_silence_s=config.min_silence_s,
-        min_speech_s=config.min_speech_s,
-        max_speech_s=config.max_speech_s,
-        pad_s=config.pad_s,
-        threads=config.threads,
-    )
-
-
 def speech_chunks(
     audio: Iterable[Samples], detector: SpeechDetector, max_chunk_s: float = 28.0
 ) -> Iterator[SpeechChunk]:

@@ -34,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
+from pipelines.engines.registry import load_tts
 from pipelines.media import Capability, JobRequest, MediaKind
 from pipelines.results import ResultKey, Status
 from pipelines.speech.audio import write_wav
 from pipelines.speech.config import TtsConfig
-from pipelines.speech.tts import load_tts
 from tests.support.cluster import Cluster, Worker
 from tests.support.fault_worker import POISON_TASK, POISON_VERSION
 from workers import keys

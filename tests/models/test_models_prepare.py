@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import sherpa_onnx
 
+from pipelines.engines.registry import load_transcriber
 from pipelines.errors import ConfigError
 from pipelines.onnx_metadata import read_onnx_metadata
 from workers.provisioning.models import (
@@ -165,7 +166,7 @@ def test_whisper_transcribes_speech_from_the_piper_voice(
 ) -> None:
     from pipelines.speech.audio import write_wav
     from pipelines.speech.config import SttConfig
-    from pipelines.speech.stt import load_transcriber, transcribe
+    from pipelines.speech.stt import transcribe
 
     samples, rate = speech
     config = SttConfig(model_dir(models_home, "whisper-tiny.en"))

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from bench.peers import wer
+from pipelines.engines.registry import load_transcriber, load_tts, load_vad
 from pipelines.speech.config import SttConfig, TtsConfig
-from pipelines.speech.stt import Transcriber, load_transcriber, load_vad, transcribe
-from pipelines.speech.tts import TextToSpeech, VoiceError, load_tts
+from pipelines.speech.stt import Transcriber, transcribe
+from pipelines.speech.tts import TextToSpeech, VoiceError
 from tests.support.cluster import Cluster
 from tests.support.scoring import cer
 from workers.provisioning.models import KOKORO_V1, TIERS, ModelInfo, prepare

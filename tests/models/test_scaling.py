@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.engines.registry import load_tts
 from pipelines.media import Capability, JobRequest, MediaKind
 from pipelines.results import Status
 from pipelines.speech.audio import write_wav
 from pipelines.speech.config import TtsConfig
-from pipelines.speech.tts import load_tts
 from tests.integration.test_vision_jobs import noisy_png
 from tests.support.cluster import Cluster
 from workers.configs import store_request, synthesis_request

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipelines.engines.registry import load_detector, load_tts
 from pipelines.engines.silero import SileroVad
 from pipelines.errors import ConfigError
 from pipelines.speech.config import TtsConfig
-from pipelines.speech.tts import load_tts
-from pipelines.speech.vad import SpeechDetector, VadConfig, load_detector, validate_vad_model
+from pipelines.speech.vad import SpeechDetector, VadConfig, validate_vad_model
 
 pytestmark = pytest.mark.models
 

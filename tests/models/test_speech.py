@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from pipelines.engines.registry import load_detector, load_transcriber, load_tts, load_vad
 from pipelines.errors import ConfigError
 from pipelines.speech.audio import (
     AudioDecodeError,
@@ -24,25 +25,12 @@ from pipelines.speech.audio import (
     write_wav,
 )
 from pipelines.speech.config import SttConfig, TtsConfig
-from pipelines.speech.stt import (
-    Progress,
-    Transcriber,
-    Transcript,
-    load_transcriber,
-    load_vad,
-    to_srt,
-    to_vtt,
-    transcribe,
-)
+from pipelines.speech.stt import Progress, Transcriber, Transcript, to_srt, to_vtt, transcribe
 from pipelines.speech.stt import validate_model_dir as validate_whisper_dir
 from pipelines.speech.text import EmptyTextError, TextTooLongError, normalize
-from pipelines.speech.tts import (
-    SynthesisError,
-    TextToSpeech,
-    load_tts,
-)
+from pipelines.speech.tts import SynthesisError, TextToSpeech
 from pipelines.speech.tts import validate_model_dir as validate_voice_dir
-from pipelines.speech.vad import SpeechDetector, VadConfig, load_detector
+from pipelines.speech.vad import SpeechDetector, VadConfig
 from tests.support.audio_samples import CONTAINERS, encode, silent_wav, tone
 
 pytestmark = pytest.mark.models

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.engines.registry import load_tts
 from pipelines.media import Capability, JobRequest, MediaKind
 from pipelines.results import Status
 from pipelines.speech.audio import write_wav
 from pipelines.speech.config import TtsConfig
-from pipelines.speech.tts import TextToSpeech, load_tts
+from pipelines.speech.tts import TextToSpeech
 from tests.support.audio_samples import silent_wav
 from tests.support.cluster import Cluster, write_result
 from tests.support.factories import b64

@@ -9,14 +9,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from pipelines.engines.registry import load_transcriber, load_tts, load_vad
 from pipelines.errors import PermanentError
 from pipelines.media import MediaKind
 from pipelines.render import audio_tag
 from pipelines.results import StageOutcome, Status
 from pipelines.sniff import Format
 from pipelines.speech.request import SynthesisRequest
-from pipelines.speech.stt import Progress, Transcriber, load_transcriber, load_vad, transcribe
-from pipelines.speech.tts import TextToSpeech, load_tts
+from pipelines.speech.stt import Progress, Transcriber, transcribe
+from pipelines.speech.tts import TextToSpeech
 from pipelines.speech.vad import SpeechDetector
 from workers.configs import stt_config, tts_config, tts_model
 from workers.settings import Settings

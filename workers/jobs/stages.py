@@ -110,7 +110,7 @@ def probe_stt(resources: Resources) -> str:
     """
     import numpy as np
 
-    from pipelines.speech.tts import load_tts
+    from pipelines.engines.registry import load_tts
     from workers.configs import tts_config
 
     transcriber, _ = resources.transcriber()
