@@ -146,7 +146,8 @@ def execute(
             failed(
                 job,
                 f"processor version mismatch: submitted {job.key.version}, this worker runs "
-                f"{own_version}; give clients and workers the same settings",
+                f"{own_version} (workers of one queue with different models or settings?); "
+                "submitting it again keys it by what the live workers announce",
             ),
         )
     if job.delivery is not None and job.job_id is not None:
