@@ -1,5 +1,7 @@
 """Streamed job output: a worker hands chunks (encoded speech, sentence by sentence) to
-whoever waits for the job, through one Redis stream per result key.
+whoever waits for the job, through one stream per result key in the job's store (the
+store port's `append_chunk`, `end_chunks`, `read_chunks`: the Redis store uses the
+functions here, one Redis stream each; the in-memory twin keeps lists).
 
 A job asks for it with the param `stream` naming the stream (`keys.chunks(key)`); the worker
 appends `{"d": bytes}` entries as they come and ends with `{"end": ""}` (or the reason it
@@ -31,26 +33,26 @@ class Chunk:
     error: str = ""
 
 
-class ChunkWriter:
-    """The worker's side: append chunks, then end (with an error or not)."""
+def check_name(name: str) -> str:
+    if not name.startswith(keys.CHUNKS_PREFIX):
+        raise ValueError(f"not a chunk stream: {name!r}")
+    return name
 
-    def __init__(self, client: redis.Redis[bytes], name: str) -> None:
-        if not name.startswith(keys.CHUNKS_PREFIX):
-            raise ValueError(f"not a chunk stream: {name!r}")
-        self.client = client
-        self.name = name
 
-    def write(self, data: bytes) -> None:
-        pipe = self.client.pipeline()
-        pipe.xadd(self.name, {"d": data}, maxlen=MAX_ENTRIES, approximate=False)
-        pipe.expire(self.name, LIVE_TTL)
-        pipe.execute()
+def append_chunk(client: redis.Redis[bytes], name: str, data: bytes) -> None:
+    """The worker's side: one more chunk (the stream lives `LIVE_TTL` past its last one)."""
+    pipe = client.pipeline()
+    pipe.xadd(check_name(name), {"d": data}, maxlen=MAX_ENTRIES, approximate=False)
+    pipe.expire(name, LIVE_TTL)
+    pipe.execute()
 
-    def end(self, error: str = "") -> None:
-        pipe = self.client.pipeline()
-        pipe.xadd(self.name, {"end": error.encode()}, maxlen=MAX_ENTRIES, approximate=False)
-        pipe.expire(self.name, DONE_TTL)
-        pipe.execute()
+
+def end_chunks(client: redis.Redis[bytes], name: str, error: str = "") -> None:
+    """The end mark, with the reason when the job failed (the stream lives `DONE_TTL` more)."""
+    pipe = client.pipeline()
+    pipe.xadd(check_name(name), {"end": error.encode()}, maxlen=MAX_ENTRIES, approximate=False)
+    pipe.expire(name, DONE_TTL)
+    pipe.execute()
 
 
 def read_chunks(

@@ -26,7 +26,7 @@ from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
 from workers.capabilities import CAPABILITIES, QUEUES
-from workers.chunks import Chunk, read_chunks
+from workers.chunks import Chunk
 from workers.control import ClusterControl
 from workers.events import FALLBACK_POLL, EventFollower
 from workers.gateway import Admission, JobHandle, QueueFull, answers, submit_all
@@ -205,7 +205,7 @@ class MediaClient:
 
     def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
         """The chunks of a streaming job after `after`, waiting up to `block_ms` for one."""
-        return read_chunks(self.store.redis, keys.chunks(handle.key), after, block_ms)
+        return self.store.read_chunks(keys.chunks(handle.key), after, block_ms)
 
     def stream(self, handle: JobHandle, timeout: float) -> Iterator[bytes]:
         """The output of a streaming job (submitted with `params={"stream": keys.chunks(key)}`)

@@ -12,10 +12,11 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipelines.results import Envelope, ResultKey, Sidecars, Status
+from workers.chunks import MAX_ENTRIES, Chunk, check_name
 from workers.store import Admitted, Claim
 
 
@@ -37,6 +38,8 @@ class LocalStore:
         self._paused: set[str] = set()
         self._locks: dict[str, tuple[str, float]] = {}
         self._reports: dict[str, tuple[dict[str, Any], float]] = {}
+        self._streams: dict[str, list[Chunk]] = {}
+        self._appended = threading.Condition(self._lock)
 
     def get(self, key: ResultKey) -> Envelope | None:
         with self._lock:
@@ -206,6 +209,31 @@ class LocalStore:
         with self._lock:
             found = self._records.get(job_id)
             return dict(found) if found is not None else None
+
+    def append_chunk(self, name: str, data: bytes) -> None:
+        self._add_chunk(name, data, end=False, error="")
+
+    def end_chunks(self, name: str, error: str = "") -> None:
+        self._add_chunk(name, b"", end=True, error=error)
+
+    def _add_chunk(self, name: str, data: bytes, *, end: bool, error: str) -> None:
+        with self._appended:
+            stream = self._streams.setdefault(check_name(name), [])
+            stream.append(Chunk(str(len(stream) + 1), data, end, error))
+            del stream[:-MAX_ENTRIES]
+            self._appended.notify_all()
+
+    def read_chunks(self, name: str, after: str = "0", block_ms: int = 500) -> Sequence[Chunk]:
+        check_name(name)
+        seen = int(after.split("-")[0] or 0)
+        deadline = time.monotonic() + block_ms / 1000
+        with self._appended:
+            while True:
+                found = [c for c in self._streams.get(name, ()) if int(c.id) > seen]
+                left = deadline - time.monotonic()
+                if found or left <= 0:
+                    return found[:64]
+                self._appended.wait(left)
 
     def claim(self, key: ResultKey, ttl: float) -> Claim | None:
         now = self._clock()

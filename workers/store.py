@@ -21,8 +21,9 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from pipelines.results import Envelope, ResultKey, Sidecars
-from workers import keys
+from workers import chunks, keys
 from workers.announcements import WorkerInfo
+from workers.chunks import Chunk
 from workers.settings import Settings
 
 # Delete or extend a key only if it still holds our token.
@@ -131,6 +132,9 @@ class ResultStore(Protocol):
     def put_report(self, name: str, report: dict[str, Any], ttl: int) -> None: ...
     def report(self, name: str) -> dict[str, Any] | None: ...
     def job_record(self, job_id: str) -> dict[str, Any] | None: ...
+    def append_chunk(self, name: str, data: bytes) -> None: ...
+    def end_chunks(self, name: str, error: str = "") -> None: ...
+    def read_chunks(self, name: str, after: str = "0", block_ms: int = 500) -> Sequence[Chunk]: ...
     def claim(self, key: ResultKey, ttl: float) -> Claim | None: ...
     def renew(self, claim: Claim, ttl: float) -> bool: ...
     def release(self, claim: Claim) -> None: ...
@@ -432,6 +436,17 @@ class RedisStore:
     def job_record(self, job_id: str) -> dict[str, Any] | None:
         raw = self.redis.get(keys.job_record(job_id))
         return _json_object(raw) if raw is not None else None
+
+    # chunk streams: a job's output handed over as it comes (workers.chunks)
+
+    def append_chunk(self, name: str, data: bytes) -> None:
+        chunks.append_chunk(self.redis, name, data)
+
+    def end_chunks(self, name: str, error: str = "") -> None:
+        chunks.end_chunks(self.redis, name, error)
+
+    def read_chunks(self, name: str, after: str = "0", block_ms: int = 500) -> Sequence[Chunk]:
+        return chunks.read_chunks(self.redis, chunks.check_name(name), after, block_ms)
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:

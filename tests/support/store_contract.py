@@ -8,8 +8,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from pipelines.media import Capability
 from pipelines.results import Envelope, ResultKey, Status
+from workers import keys
 from workers.gateway import answers
 from workers.store import ResultStore
 
@@ -245,6 +248,29 @@ def check_locks_expire_with_their_holder(make: MakeStore, tmp: Path, wait: Wait)
     assert not store.renew_lock("reprocess:image", "dead", 30)
 
 
+def check_chunk_streams_hand_output_over_in_order(make: MakeStore, tmp: Path) -> None:
+    store = make(tmp)
+    name = keys.chunks(KEY)
+    assert store.read_chunks(name, "0", block_ms=10) == []  # nothing yet: an empty answer
+    store.append_chunk(name, b"first")
+    store.append_chunk(name, b"second")
+    found = store.read_chunks(name, "0", block_ms=10)
+    assert [c.data for c in found] == [b"first", b"second"] and not any(c.end for c in found)
+    store.end_chunks(name, "ValueError: boom")
+    (end,) = store.read_chunks(name, found[-1].id, block_ms=10)  # only what came after
+    assert end.end and end.error == "ValueError: boom"
+    # a reader waiting on the stream is woken by the next chunk
+    other = keys.chunks(OTHER)
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.extend(store.read_chunks(other, "0", 10_000)))
+    reader.start()
+    store.append_chunk(other, b"late")
+    reader.join(timeout=15)
+    assert [c.data for c in got] == [b"late"]  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="not a chunk stream"):
+        store.append_chunk("mcp-media:result:x", b"no")
+
+
 CHECKS: list[Check] = [
     check_put_get_and_sidecar_truth,
     check_claims_are_exclusive_and_token_checked,
@@ -255,6 +281,7 @@ CHECKS: list[Check] = [
     check_admission_burst_stops_at_high_water,
     check_dead_letters_are_counted_dropped_and_cleared,
     check_pauses_locks_reports_and_records,
+    check_chunk_streams_hand_output_over_in_order,
 ]
 TIMED_CHECKS: list[TimedCheck] = [
     check_expired_claim_is_taken_over,

@@ -15,11 +15,9 @@ from pipelines.errors import ConfigError
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
-from workers.chunks import ChunkWriter
 from workers.configs import stt_options
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
-from workers.store import RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +52,19 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
 def _streamed(
     resources: Resources, params: Mapping[str, Any] | None
 ) -> Iterator[Callable[[bytes], None] | None]:
-    """With a `stream` param (and Redis), the stage's output goes to that chunk stream as it
-    comes, ended with the failure's reason if the stage fails."""
+    """With a `stream` param, the stage's output goes to that chunk stream (in the job's
+    store) as it comes, ended with the failure's reason if the stage fails."""
     stream = (params or {}).get("stream")
-    if not isinstance(stream, str) or not isinstance(resources.store, RedisStore):
+    if not isinstance(stream, str):
         yield None
         return
-    writer = ChunkWriter(resources.store.redis, stream)
+    store = resources.store
     try:
-        yield writer.write
+        yield lambda data: store.append_chunk(stream, data)
     except BaseException as exc:
-        writer.end(f"{type(exc).__name__}: {exc}"[:300] or "failed")
+        store.end_chunks(stream, f"{type(exc).__name__}: {exc}"[:300] or "failed")
         raise
-    writer.end()
+    store.end_chunks(stream)
 
 
 def transcribe(
