@@ -44,9 +44,9 @@ def _wait_ready(children: list[Child], timeout: float) -> None:
     while pending and time.monotonic() < deadline:
         for child in list(pending):
             if child.proc.poll() is not None:
-                tail = child.log.read_text(errors="replace")[-1500:]
+                tail = child.written()[-1500:]
                 raise RuntimeError(f"worker {child.name} exited at start:\n{tail}")
-            if " ready." in child.log.read_text(errors="replace"):
+            if " ready." in child.written():  # this run's line, not an earlier run's
                 pending.remove(child)
         time.sleep(0.2)
     if pending:
@@ -140,11 +140,13 @@ def _stop_page(proc: subprocess.Popen[bytes] | None) -> None:
 def run_demo(settings: Settings, sample: Path = SAMPLE, wait: float = 120.0) -> int:
     started = time.monotonic()
     prepare(settings.home, log=_say)
+    spawned = time.monotonic()
     children, broker_started = start_all(settings)
     page = None
     try:
         _wait_ready(children, timeout=300)
-        _say(f"broker and {len(children)} workers up after {time.monotonic() - started:.1f} s")
+        up_s = time.monotonic() - spawned
+        _say(f"broker and {len(children)} workers up after {up_s:.1f} s (models ready before)")
         page = _start_page(settings)
         rendered = ingest(sample.read_text(), cache=settings.media_cache(), server="demo-drive")
         trace_id = uuid.uuid4().hex[:16]

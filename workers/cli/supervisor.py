@@ -136,6 +136,13 @@ class Child:
     name: str
     proc: subprocess.Popen[bytes]
     log: Path
+    log_start: int = 0  # the log's size when this child started: what it wrote comes after
+
+    def written(self) -> str:
+        """What this child wrote to its log (the file is appended to across runs)."""
+        with self.log.open("rb") as handle:
+            handle.seek(self.log_start)
+            return handle.read().decode(errors="replace")
 
 
 def spawn_worker(
@@ -143,6 +150,7 @@ def spawn_worker(
 ) -> Child:
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"worker-{'+'.join(queues)}.log"
+    start = log.stat().st_size if log.exists() else 0
     cmd = [sys.executable, "-m", "workers.cli.main", "worker", "--queues", ",".join(queues)]
     if concurrency:
         cmd += ["--concurrency", str(concurrency)]
@@ -150,7 +158,7 @@ def spawn_worker(
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-    return Child("+".join(queues), proc, log)
+    return Child("+".join(queues), proc, log, start)
 
 
 def stop_children(children: Sequence[Child], grace: float = GRACE_SECONDS) -> None:
