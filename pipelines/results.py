@@ -188,9 +188,16 @@ class Sidecars:
 
     def scan(self) -> Iterator[Envelope]:
         """Every readable sidecar, for rebuilding an index or counting."""
+        return self._scan("*")
+
+    def scan_capability(self, capability: Capability) -> Iterator[Envelope]:
+        """Every readable sidecar of one capability, whatever its processor version."""
+        return self._scan(capability.value)
+
+    def _scan(self, folder: str) -> Iterator[Envelope]:
         if not self.root.is_dir():
             return
-        for path in self.root.glob("*/*/*.json"):
+        for path in self.root.glob(f"{folder}/*/*.json"):
             try:
                 yield Envelope.from_json(json.loads(path.read_text(encoding="utf-8")))
             except (OSError, ValueError, KeyError, TypeError):

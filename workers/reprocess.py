@@ -18,7 +18,7 @@ from datetime import datetime
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, TextIO
 
-from pipelines.cache import CachedFile
+from pipelines.cache import OUTPUTS, CachedFile
 from pipelines.ingest import JOB_FOR_KIND
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey, Status
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from workers.client import MediaClient
     from workers.store import ResultStore
 
+SIDECARS_READ = ".from-sidecars"  # in cache/outputs: earlier spoken replies are marked
 LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it quickly
 POLL = 0.2
 REPORT_EVERY = 0.25  # seconds between two writes of a run's tally to Redis
@@ -87,6 +88,8 @@ def select(
     announce); without it, this process's own settings decide."""
     cache = settings.media_cache()
     sidecars = settings.sidecars()
+    if MediaKind.AUDIO in selection.kinds:
+        mark_earlier_outputs(settings)
     since = selection.since.timestamp() if selection.since else None
     for kind in selection.kinds:
         capability = JOB_FOR_KIND[kind]
@@ -106,6 +109,24 @@ def select(
             tally.selected += 1
             tally.by_kind[kind.value] = tally.by_kind.get(kind.value, 0) + 1
             yield item
+
+
+def mark_earlier_outputs(settings: Settings) -> int:
+    """Mark the spoken replies stored before the cache marked its outputs (their synthesis
+    results name them), once per cache; how many were marked."""
+    cache = settings.media_cache()
+    done = cache.root / OUTPUTS / SIDECARS_READ
+    if done.exists():
+        return 0
+    marked = 0
+    for envelope in settings.sidecars().scan_capability(Capability.AUDIO_SYNTHESIZE):
+        sha256 = envelope.output.get("audio_sha256")
+        if isinstance(sha256, str) and len(sha256) == 64 and not cache.is_output(sha256):
+            cache.mark_output(sha256)
+            marked += 1
+    (cache.root / OUTPUTS).mkdir(mode=0o700, parents=True, exist_ok=True)
+    done.touch(mode=0o600)
+    return marked
 
 
 class _Lock:

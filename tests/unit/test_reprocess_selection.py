@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.media import MediaKind
+from pipelines.media import Capability, MediaKind
+from pipelines.results import Envelope, ResultKey, Status
 from pipelines.sniff import Format
 from tests.support.factories import wav_bytes
-from workers.reprocess import Selection, Tally, select
+from workers.reprocess import Selection, Tally, mark_earlier_outputs, select
 from workers.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -35,3 +36,21 @@ def test_spoken_replies_are_never_selected_for_transcription(tmp_path: Path) -> 
     assert stat.S_IMODE(marker.parent.stat().st_mode) == 0o700
     cache.mark_output(spoken.sha256)  # marking twice is harmless
     assert cache.is_output(spoken.sha256)
+
+
+def test_replies_spoken_before_outputs_were_marked_are_found_by_their_results(
+    tmp_path: Path,
+) -> None:
+    """A cache from before the output markers: the synthesis results name the replies."""
+    settings = Settings.from_env({"MCP_MEDIA_HOME": str(tmp_path / "home")})
+    cache = settings.media_cache()
+    uploaded = cache.store_bytes(wav_bytes(0.25), MediaKind.AUDIO, mime="audio/wav")
+    spoken = cache.store_bytes(wav_bytes(0.5), MediaKind.AUDIO, mime="audio/wav")
+    request = ResultKey(Capability.AUDIO_SYNTHESIZE, "0123456789ab", "e" * 64)
+    settings.sidecars().write(
+        Envelope(Status.DONE, request, {"path": str(spoken.path), "audio_sha256": spoken.sha256})
+    )
+    chosen = list(select(settings, Selection(kinds=(MediaKind.AUDIO,)), Tally()))
+    assert [item.sha256 for item in chosen] == [uploaded.sha256]
+    assert cache.is_output(spoken.sha256)
+    assert mark_earlier_outputs(settings) == 0  # once per cache: the results are read once
