@@ -223,7 +223,7 @@ class MediaClient:
                         raise PermanentError(chunk.error)
                     return
                 yield chunk.data
-            if not chunks and handle.answered_by_any(self.store.get(handle.key)):
+            if not chunks and handle.answered_by(self.store.get(handle.key)):
                 return
         raise TimeoutError(f"the job {handle.id} streamed nothing more for {timeout:.0f} s")
 

@@ -53,12 +53,9 @@ class JobHandle:
     admission: Admission = Admission.QUEUED
     force: bool = False  # only this job's own run answers it, never an older result
 
-    def answered_by(self, envelope: Envelope) -> bool:
-        """Does this finished envelope answer this job? See `answers`."""
+    def answered_by(self, envelope: Envelope | None) -> bool:
+        """Does this envelope (if any) answer this job? See `answers`."""
         return answers(envelope, self.id, self.force)
-
-    def answered_by_any(self, envelope: Envelope | None) -> bool:
-        return envelope is not None and self.answered_by(envelope)
 
     def to_json(self) -> dict[str, Any]:
         return {

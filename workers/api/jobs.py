@@ -103,7 +103,7 @@ async def submit(
 async def poll(ctx: ApiContext, job: Submitted) -> Envelope | None:
     """The envelope that answers the job, or None while it runs."""
     envelope = await to_thread.run_sync(client_of(ctx).store.get, job.handle.key)
-    return envelope if envelope is not None and job.handle.answered_by(envelope) else None
+    return envelope if job.handle.answered_by(envelope) else None
 
 
 async def wait(ctx: ApiContext, job: Submitted, timeout: float | None = None) -> Envelope:
