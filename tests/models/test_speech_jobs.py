@@ -154,7 +154,8 @@ def test_speak_stream_is_a_cached_job_on_the_workers(
     assert counts.get("done") == 1  # the stream was a job, stored once
     again = tmp_path / "again.ogg"
     second = speech_cluster.cli_json("speak", text, "--stream", "--out", str(again))
-    assert second["status"] == "done"
+    assert second["status"] == "done" and second["id"] == first["id"]  # one job, answered
+    assert speech_cluster.cli_json("result", first["id"])["status"] == "done"
     assert speech_cluster.cli_json("status")["results"]["audio.synthesize"] == counts
     stored = speech_cluster.cli_json("speak", text, "--wait", "60")  # the same request
     assert again.read_bytes() == Path(stored["path"]).read_bytes()

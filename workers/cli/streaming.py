@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from pipelines.errors import PermanentError
 from pipelines.media import Capability
@@ -42,7 +42,7 @@ def speak_stream(settings: Settings, text: str, args: argparse.Namespace) -> int
             first_audio = time.monotonic() - started
             sys.stderr.write(f"mcp-media: first audio after {first_audio:.3f} s\n")
 
-    info: dict[str, float] = {}
+    info: dict[str, Any] = {}
     try:
         if args.inline:
             _here(settings, text, sink, wrote, info)
@@ -59,6 +59,8 @@ def speak_stream(settings: Settings, text: str, args: argparse.Namespace) -> int
             "path": str(out_path.resolve()),
             "format": "ogg",
             "duration_s": info.get("duration_s"),
+            "id": info.get("id"),  # the job (None with --inline): `mcp-media result ID`
+            "sha256": info.get("sha256"),
             "media_tag": audio_tag(out_path.resolve(), "ogg"),
             "status": "done",
             "first_audio_s": round(first_audio or total, 3),
@@ -72,7 +74,7 @@ def speak_stream(settings: Settings, text: str, args: argparse.Namespace) -> int
 
 
 def _job(
-    settings: Settings, text: str, args: argparse.Namespace, info: dict[str, float]
+    settings: Settings, text: str, args: argparse.Namespace, info: dict[str, Any]
 ) -> Iterator[bytes]:
     """The job's pages as its worker writes them; the stored file when it is answered."""
     from workers.configs import store_request, synthesis_request
@@ -89,6 +91,7 @@ def _job(
             trace_id=args.trace_id,
             params={"stream": keys.chunks(key)},
         )
+        info.update(id=handle.id, sha256=request.sha256)
         streamed = False
         if handle.envelope is None:
             for piece in client.stream(handle, WAIT):
@@ -117,7 +120,7 @@ def _here(
     text: str,
     sink: BinaryIO,
     wrote: Callable[[], None],
-    info: dict[str, float],
+    info: dict[str, Any],
 ) -> None:
     """Synthesised in this process (`--inline`), each sentence encoded into `sink` at once."""
     from pipelines.speech.audio import OggOpusWriter
