@@ -3,16 +3,20 @@ admission per key, and waits matched to the job they were handed."""
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from pipelines import ingest
 from pipelines.media import Capability
 from pipelines.results import Envelope, Status
 from tests.integration.conftest import Cluster
 from tests.integration.test_vision_jobs import image_result
+from workers import keys
 from workers.capabilities import CAPABILITIES
 from workers.gateway import Admission, JobHandle, QueueFull
 
@@ -118,5 +122,43 @@ def test_a_producer_with_other_settings_keys_jobs_by_what_the_workers_run(
         assert done.status is Status.DONE, done.envelope
         (worker,) = client.store.serving("vision")
         assert worker.versions[VISION.value] == {"version": workers_run}
+    finally:
+        client.close()
+
+
+def test_the_events_follower_skips_malformed_events_and_keeps_dispatching(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ((sha, _path),) = cached_images(cluster, tmp_path, 1)
+    client = cluster.client()
+    try:
+        key = client.key(VISION, sha)
+        got: list[Envelope] = []
+        everything: list[Envelope] = []
+        cancel = client.events.watch(key, got.append)
+        stop_all = client.events.watch_all(everything.append)
+        raw = redis.Redis.from_url(cluster.broker.url)
+        raw.publish(keys.EVENTS, b"not json")
+        raw.publish(keys.EVENTS, json.dumps({"status": "done"}))  # no key: not an envelope
+        raw.close()
+        stored = Envelope(Status.DONE, key, {"summary": "after the noise"}, job_id="j1")
+        client.store.put(stored)
+        deadline = time.monotonic() + 30
+        while not (got and everything) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert got == [stored] and everything == [stored]
+        cancel()
+        stop_all()
+        client.store.put(Envelope(Status.DONE, key, {"summary": "again"}, job_id="j2"))
+        # Cancelled watches hear nothing more. A fresh watcher proves the follower has
+        # dispatched past "again" (j2 may reach it too: it was on its way when it watched).
+        later: list[Envelope] = []
+        client.events.watch_all(later.append)
+        client.store.put(Envelope(Status.DONE, key, {"summary": "third"}, job_id="j3"))
+        deadline = time.monotonic() + 30
+        while "j3" not in [e.job_id for e in later] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "j3" in [e.job_id for e in later]
+        assert got == [stored] and everything == [stored]
     finally:
         client.close()
