@@ -64,13 +64,6 @@ class LocalStore:
             counts = self._counts.setdefault(envelope.key.capability.value, Counter())
             counts[envelope.status.value] += 1
 
-    def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str:
-        with self._lock:
-            current = self._inflight.setdefault(key, job_id)
-            if current == job_id:
-                self._jobs[job_id] = key
-            return current
-
     def admit(
         self, key: ResultKey, job_id: str, ttl: int, queue: str, high_water: int, force: bool
     ) -> Admitted:

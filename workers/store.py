@@ -105,7 +105,6 @@ class ResultStore(Protocol):
     def get(self, key: ResultKey) -> Envelope | None: ...
     def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]: ...
     def put(self, envelope: Envelope) -> None: ...
-    def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str: ...
     def admit(
         self, key: ResultKey, job_id: str, ttl: int, queue: str, high_water: int, force: bool
     ) -> Admitted: ...
@@ -214,16 +213,6 @@ class RedisStore:
     def forget_record(self, job_id: str) -> None:
         with contextlib.suppress(redis.RedisError):
             self.redis.delete(keys.job_record(job_id))
-
-    def reserve_job(self, key: ResultKey, job_id: str, ttl: int) -> str:
-        """Register `job_id` as the job for `key`, or return the job already in flight."""
-        pipe = self.redis.pipeline()
-        pipe.set(keys.inflight(key), job_id, nx=True, ex=ttl)
-        pipe.get(keys.inflight(key))
-        created, current = pipe.execute()
-        if created:
-            self.redis.set(keys.job(job_id), str(key), ex=max(ttl, self.result_ttl))
-        return current.decode() if isinstance(current, bytes) else str(current)
 
     def admit(
         self, key: ResultKey, job_id: str, ttl: int, queue: str, high_water: int, force: bool

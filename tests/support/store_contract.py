@@ -91,16 +91,21 @@ def check_one_winner_among_threads(make: MakeStore, tmp: Path) -> None:
     assert len(winners) == 1
 
 
-def check_reserve_job_shares_one_id(make: MakeStore, tmp: Path) -> None:
+def admitted(store: ResultStore, job_id: str) -> str | None:
+    """The job id admission hands a submission of KEY (no high water, not forced)."""
+    return store.admit(KEY, job_id, 60, "vision", 0, force=False).job_id
+
+
+def check_inflight_jobs_share_one_id(make: MakeStore, tmp: Path) -> None:
     store = make(tmp)
-    assert store.reserve_job(KEY, "first", 60) == "first"
-    assert store.reserve_job(KEY, "second", 60) == "first"
+    assert admitted(store, "first") == "first"
+    assert admitted(store, "second") == "first"
     assert store.inflight_job(KEY) == "first"
     store.forget_job(KEY, "second")  # not the holder: nothing changes
     assert store.inflight_job(KEY) == "first"
-    store.put(envelope(job_id="first"))
+    store.put(envelope(job_id="first", status=Status.FAILED))
     assert store.inflight_job(KEY) is None  # a stored result ends the in-flight entry
-    assert store.reserve_job(KEY, "third", 60) == "third"
+    assert admitted(store, "third") == "third"
     store.forget_job(KEY, "third")
     assert store.inflight_job(KEY) is None
 
@@ -275,7 +280,7 @@ CHECKS: list[Check] = [
     check_put_get_and_sidecar_truth,
     check_claims_are_exclusive_and_token_checked,
     check_one_winner_among_threads,
-    check_reserve_job_shares_one_id,
+    check_inflight_jobs_share_one_id,
     check_deliveries_and_dead_letters,
     check_admission_decides_once,
     check_admission_burst_stops_at_high_water,
