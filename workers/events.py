@@ -34,14 +34,14 @@ class EventFollower:
     def __init__(self, client: redis.Redis[bytes]) -> None:
         self._client = client
         self._lock = threading.Lock()
-        self._watchers: dict[ResultKey, list[Notify]] = {}
-        self._everything: list[Notify] = []
+        self._watchers: dict[ResultKey | None, list[Notify]] = {}  # None: every key
         self._thread: threading.Thread | None = None
         self._subscribed = threading.Event()
         self._stop = threading.Event()
 
-    def watch(self, key: ResultKey, notify: Notify) -> Callable[[], None]:
-        """Call `notify` with each envelope stored for `key` from now on; returns the cancel.
+    def watch(self, key: ResultKey | None, notify: Notify) -> Callable[[], None]:
+        """Call `notify` with each envelope stored for `key` (None: for any key) from now on;
+        returns the cancel.
 
         Blocks (briefly) until the subscription is live, so that a look-up made after this
         call and the events cover every moment between them.
@@ -63,17 +63,7 @@ class EventFollower:
 
     def watch_all(self, notify: Notify) -> Callable[[], None]:
         """Call `notify` with every envelope stored from now on; returns the cancel."""
-        with self._lock:
-            self._everything.append(notify)
-            self._start()
-        self._subscribed.wait(timeout=FALLBACK_POLL)
-
-        def cancel() -> None:
-            with self._lock:
-                if notify in self._everything:
-                    self._everything.remove(notify)
-
-        return cancel
+        return self.watch(None, notify)
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -110,6 +100,6 @@ class EventFollower:
             log.warning("ignoring a malformed event: %.200r", message.get("data"))
             return
         with self._lock:
-            found = [*self._watchers.get(envelope.key, ()), *self._everything]
+            found = [*self._watchers.get(envelope.key, ()), *self._watchers.get(None, ())]
         for notify in found:
             notify(envelope)
