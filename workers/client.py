@@ -22,14 +22,14 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 
 from pipelines.errors import PermanentError
-from pipelines.media import Capability, JobRequest
+from pipelines.media import Capability
 from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
 from workers.capabilities import CAPABILITIES, QUEUES
 from workers.chunks import Chunk
 from workers.control import ClusterControl
 from workers.events import FALLBACK_POLL, EventFollower
-from workers.gateway import Admission, JobHandle, QueueFull, answers, submit_all
+from workers.gateway import Admission, JobGateway, JobHandle, QueueFull, answers
 from workers.journal import Journal
 from workers.settings import Settings
 from workers.store import RedisStore, redis_store
@@ -40,7 +40,7 @@ ANNOUNCED_TTL = 5.0  # seconds a producer keys jobs by the versions it last read
 STREAM_BLOCK_MS = 500
 
 
-class MediaClient:
+class MediaClient(JobGateway):
     runs_here = False
     # What a broker that does not answer raises: the doors answer these with a 503.
     unavailable: tuple[type[Exception], ...] = (redis.RedisError, OperationalError)
@@ -110,16 +110,6 @@ class MediaClient:
     ) -> ResultKey:
         return ResultKey(capability, self.version(capability, params), sha256)
 
-    def submit(
-        self,
-        jobs: Iterable[JobRequest],
-        *,
-        trace_id: str | None = None,
-        params: Mapping[str, Any] | None = None,
-        force: bool = False,
-    ) -> list[JobHandle]:
-        return submit_all(self, jobs, trace_id=trace_id, params=params, force=force)
-
     def get(self, key: ResultKey) -> Envelope | None:
         return self.store.get(key)
 
@@ -143,7 +133,7 @@ class MediaClient:
         existing = self.store.get(key)
         if answers(existing, None, force):
             assert existing is not None
-            return self._settled(key, path, existing)
+            return JobHandle.settled(key, path, existing)
         try:
             size = path.stat().st_size
         except OSError:
@@ -155,7 +145,7 @@ class MediaClient:
         admitted = self.store.admit(key, job_id, inflight_ttl, spec.queue, high_water, force)
         if admitted.decision == "settled":
             assert admitted.envelope is not None
-            return self._settled(key, path, admitted.envelope)
+            return JobHandle.settled(key, path, admitted.envelope)
         if admitted.decision == "refused":
             raise QueueFull(spec.queue, admitted.waiting, high_water)
         if admitted.decision == "joined":
@@ -196,12 +186,6 @@ class MediaClient:
             self.store.forget_record(job_id)
             raise
         return JobHandle(job_id, key, path, Status.PENDING, force=force)
-
-    @staticmethod
-    def _settled(key: ResultKey, path: Path, envelope: Envelope) -> JobHandle:
-        return JobHandle(
-            envelope.job_id or "-", key, path, envelope.status, envelope, Admission.SETTLED
-        )
 
     def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
         """The chunks of a streaming job after `after`, waiting up to `block_ms` for one."""

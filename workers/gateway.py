@@ -53,6 +53,11 @@ class JobHandle:
     admission: Admission = Admission.QUEUED
     force: bool = False  # only this job's own run answers it, never an older result
 
+    @classmethod
+    def settled(cls, key: ResultKey, path: Path, envelope: Envelope) -> JobHandle:
+        """The handle of a submission a stored result answers: nothing runs."""
+        return cls(envelope.job_id or "-", key, path, envelope.status, envelope, Admission.SETTLED)
+
     def answered_by(self, envelope: Envelope | None) -> bool:
         """Does this envelope (if any) answer this job? See `answers`."""
         return answers(envelope, self.id, self.force)
@@ -82,7 +87,7 @@ def answers(envelope: Envelope | None, job_id: str | None, force: bool = False) 
 
 
 class JobGateway(Protocol):
-    """Submit, look up and wait for jobs, whatever runs them."""
+    """Submit, look up and wait for jobs, whatever runs them. The adapters subclass it."""
 
     settings: Settings
     runs_here: bool  # True: jobs run in this process (no broker)
@@ -110,7 +115,14 @@ class JobGateway(Protocol):
         trace_id: str | None = None,
         params: Mapping[str, Any] | None = None,
         force: bool = False,
-    ) -> list[JobHandle]: ...
+    ) -> list[JobHandle]:
+        """`submit_one` for each job (the adapters inherit this)."""
+        return [
+            self.submit_one(
+                job.capability, job.sha256, job.path, trace_id=trace_id, params=params, force=force
+            )
+            for job in jobs
+        ]
 
     def wait(self, handles: list[JobHandle], timeout: float) -> list[JobHandle]: ...
 
@@ -123,19 +135,3 @@ class JobGateway(Protocol):
     def waiting(self) -> dict[str, int]: ...
 
     def close(self, finish_jobs: bool = False) -> None: ...
-
-
-def submit_all(
-    gateway: JobGateway,
-    jobs: Iterable[JobRequest],
-    *,
-    trace_id: str | None = None,
-    params: Mapping[str, Any] | None = None,
-    force: bool = False,
-) -> list[JobHandle]:
-    return [
-        gateway.submit_one(
-            job.capability, job.sha256, job.path, trace_id=trace_id, params=params, force=force
-        )
-        for job in jobs
-    ]

@@ -22,7 +22,7 @@ from typing import Any
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
 from workers.capabilities import CAPABILITIES
-from workers.gateway import Admission, JobHandle, QueueFull, answers, submit_all
+from workers.gateway import Admission, JobGateway, JobHandle, QueueFull, answers
 from workers.jobs.execute import Job, execute
 from workers.jobs.resources import Resources
 from workers.localstore import LocalStore
@@ -37,7 +37,7 @@ def local_resources(settings: Settings) -> Resources:
     return Resources(settings, LocalStore(settings.sidecars()))
 
 
-class InlineGateway:
+class InlineGateway(JobGateway):
     """Runs jobs here; safe to call from several threads."""
 
     runs_here = True
@@ -67,16 +67,6 @@ class InlineGateway:
     def get(self, key: ResultKey) -> Envelope | None:
         return self.resources.store.get(key)
 
-    def submit(
-        self,
-        jobs: Iterable[JobRequest],
-        *,
-        trace_id: str | None = None,
-        params: Mapping[str, Any] | None = None,
-        force: bool = False,
-    ) -> list[JobHandle]:
-        return submit_all(self, jobs, trace_id=trace_id, params=params, force=force)
-
     def submit_one(
         self,
         capability: Capability,
@@ -92,9 +82,7 @@ class InlineGateway:
         existing = self.get(key)
         if answers(existing, None, force):
             assert existing is not None
-            return JobHandle(
-                existing.job_id or "-", key, path, existing.status, existing, Admission.SETTLED
-            )
+            return JobHandle.settled(key, path, existing)
         with self._lock:
             running = self._running.get(key)
             if running is not None:
