@@ -25,6 +25,8 @@ from urllib.parse import quote
 import redis
 
 from pipelines.errors import ConfigError
+from workers.redis_target import RedisTarget, mask
+from workers.settings import Settings
 
 START_TIMEOUT = 15.0
 
@@ -38,17 +40,7 @@ class Broker:
 
     @property
     def masked_url(self) -> str:
-        return mask_url(self.url)
-
-
-def mask_url(url: str) -> str:
-    """The URL with its password replaced by ***, for printing and logs."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0] if ":" in creds else ""
-    return f"{scheme}://{user}:***@{host}"
+        return mask(self.url)
 
 
 def find_redis_server() -> str:
@@ -252,3 +244,13 @@ def broker_url(home: Path, configured: str | None) -> Broker:
     if configured:
         return Broker(url=configured, pid=None, port=0, started=False)
     return ensure_embedded(home)
+
+
+def checked_broker(settings: Settings) -> Broker:
+    """`broker_url` for a command that starts: a configured Redis that refuses our
+    certificate checks, credentials or master name is a one-line ConfigError here, not a
+    traceback at the first job."""
+    broker = broker_url(settings.home, settings.redis_url)
+    if settings.redis_url:
+        RedisTarget.of(settings, broker.url).check()
+    return broker

@@ -11,6 +11,7 @@ from celery import Celery
 from kombu.entity import Queue
 
 from workers.capabilities import CAPABILITIES, QUEUES
+from workers.redis_target import RedisTarget
 from workers.settings import Settings
 
 
@@ -20,10 +21,13 @@ def longest_hard_limit(settings: Settings) -> float:
     )
 
 
-def base_app(settings: Settings, url: str) -> Celery:
+def base_app(settings: Settings, url: str | None = None) -> Celery:
+    """The app on `url` (default MCP_MEDIA_REDIS_URL), reached as the settings say."""
+    target = RedisTarget.of(settings, url)
     # Unacked messages come back after this; it must outlast the longest job.
     visibility = int(longest_hard_limit(settings) + 300)
-    app = Celery("mcp_media", broker=url, set_as_current=False)
+    broker = target.celery_conf({"visibility_timeout": visibility})
+    app = Celery("mcp_media", broker=broker["broker_url"], set_as_current=False)
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -40,7 +44,8 @@ def base_app(settings: Settings, url: str) -> Celery:
         worker_cancel_long_running_tasks_on_connection_loss=True,
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
-        broker_transport_options={"visibility_timeout": visibility},
+        broker_use_ssl=broker["broker_use_ssl"],
+        broker_transport_options=broker["broker_transport_options"],
         task_queues=[Queue(name) for name in QUEUES],  # type: ignore[no-untyped-call]
         task_default_queue=QUEUES[0],
         task_routes={spec.task_name: {"queue": spec.queue} for spec in CAPABILITIES.values()},

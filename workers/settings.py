@@ -7,16 +7,18 @@ dataclasses the pipeline stages take.
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
@@ -169,6 +171,36 @@ class Settings(BaseSettings):
 
     home: Path = Field(default_factory=default_home)
     redis_url: str | None = None
+    # How to reach Redis beyond its URL (workers.redis_target turns all of these into
+    # connections for the store and for Celery alike). ACL user and password: in the URL.
+    # TLS: a rediss:// URL, or any of the three files, verifies the server's certificate.
+    redis_ca_certs: Path | None = None  # the CA that signed the server's certificate
+    redis_certfile: Path | None = None  # a client certificate, when the server asks for one
+    redis_keyfile: Path | None = None
+    # Sentinel: `host:port,host:port`. The URL (optional then) gives only the scheme, user,
+    # password and database of the master; a `sentinel://h1:p1;sentinel://h2:p2` URL works too.
+    redis_sentinels: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    redis_master_name: str = "mymaster"
+    redis_sentinel_password: SecretStr = SecretStr("")  # the sentinels' own requirepass
+    # JSON laid over Celery's broker_transport_options, e.g. {"visibility_timeout": 7200}.
+    redis_transport_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("redis_sentinels", mode="before")
+    @classmethod
+    def _sentinel_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # `h1:p1,h2:p2`, or a JSON list
+            if value.lstrip().startswith("["):
+                return json.loads(value)
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _sentinel_url(self) -> Settings:
+        # With sentinels alone, the URL names the master: never the embedded broker.
+        if self.redis_sentinels and not self.redis_url:
+            self.redis_url = f"redis://{self.redis_master_name}/0"
+        return self
+
     max_blob_bytes: int = Field(default=DEFAULT_MAX_BLOB_BYTES, gt=0)
     vision: VisionSettings = Field(default_factory=VisionSettings)
     stt: SttSettings = Field(default_factory=SttSettings)

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from pipelines.results import Envelope, ResultKey, Sidecars
 from workers import chunks, keys
 from workers.announcements import WorkerInfo
 from workers.chunks import Chunk
+from workers.redis_target import RedisTarget, resilient
 from workers.settings import Settings
 
 # Delete or extend a key only if it still holds our token.
@@ -446,18 +445,8 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def redis_client(url: str) -> redis.Redis[bytes]:
-    """A client that rides out a broker restart: connection errors are retried with backoff
-    for about half a minute before they surface."""
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=30,
-        socket_connect_timeout=5,
-        health_check_interval=15,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=20),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-    )
-
-
-def redis_store(settings: Settings, url: str) -> RedisStore:
-    return RedisStore(redis_client(url), Sidecars(settings.results_root), settings.jobs.result_ttl)
+def redis_store(settings: Settings, url: str | None = None) -> RedisStore:
+    """The store on `url` (default MCP_MEDIA_REDIS_URL), reached as the settings say (TLS,
+    Sentinel), with a client that rides out a broker restart or failover."""
+    client = resilient(RedisTarget.of(settings, url))
+    return RedisStore(client, Sidecars(settings.results_root), settings.jobs.result_ttl)

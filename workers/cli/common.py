@@ -92,9 +92,9 @@ def say(line: str) -> None:
 def broker_for(settings: Settings) -> str:
     """The broker URL for a command; says so once when this call started the embedded one
     (it keeps running after the command, for the next one: `mcp-media down` stops it)."""
-    from workers.broker import broker_url
+    from workers.broker import checked_broker
 
-    broker = broker_url(settings.home, settings.redis_url)
+    broker = checked_broker(settings)
     if broker.started:
         say(
             f"started the embedded broker on 127.0.0.1:{broker.port} (stop it with: mcp-media down)"

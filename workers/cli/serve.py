@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workers.cli.common import CliError
+from workers.cli.common import CliError, connect_client
 from workers.listen import ListenError, check_free, resolve_secret
 from workers.settings import Settings
 
@@ -30,7 +30,6 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from workers.api.app import create_app
-    from workers.client import MediaClient
 
     where = "MCP_MEDIA_API__KEY" if given else str(settings.home / KEY_FILE)
     shown = f"[{host}]" if ":" in host else host
@@ -38,7 +37,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         f"mcp-media: serving http://{shown}:{port}/ (OpenAI audio API at /v1; key: {where})\n"
     )
     uvicorn.run(
-        create_app(settings, key, MediaClient.connect(settings)),
+        create_app(settings, key, connect_client(settings)),
         host=host,
         port=port,
         log_level="warning",

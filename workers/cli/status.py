@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.broker import broker_url, mask_url
+from workers.broker import broker_url
 from workers.capabilities import CAPABILITIES, QUEUES
+from workers.redis_target import RedisTarget
 from workers.settings import Settings
 from workers.store import redis_store
 
@@ -23,7 +24,7 @@ def collect(settings: Settings, url: str | None = None) -> dict[str, Any]:
         waiting = store.queue_lengths(QUEUES)
         running = {q: sum(w.active_by_queue.get(q, 0) for w in workers) for q in QUEUES}
         return {
-            "broker": mask_url(url),
+            "broker": RedisTarget.of(settings, url).where(),
             "queues": {q: {"waiting": waiting[q], "running": running[q]} for q in QUEUES},
             "results": {
                 spec.capability.value: store.status_counts(spec.capability.value)

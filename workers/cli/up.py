@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from workers.broker import broker_url, mask_url, stop_embedded
+from workers.broker import checked_broker, stop_embedded
 from workers.capabilities import QUEUES
 from workers.cli.supervisor import (
     Child,
@@ -17,18 +17,19 @@ from workers.cli.supervisor import (
     spawn_worker,
     stop_children,
 )
+from workers.redis_target import RedisTarget
 from workers.settings import Settings
 
 
 def start_all(
     settings: Settings, queues: tuple[str, ...] = QUEUES, api: bool = False
 ) -> tuple[list[Child], bool]:
-    broker = broker_url(settings.home, settings.redis_url)
+    broker = checked_broker(settings)
     env = dict(os.environ, MCP_MEDIA_REDIS_URL=broker.url, MCP_MEDIA_HOME=str(settings.home))
     log_dir = settings.home / "logs"
     children = [spawn_worker([queue], log_dir, env) for queue in queues]
     sys.stderr.write(
-        f"mcp-media: broker {mask_url(broker.url)}"
+        f"mcp-media: broker {RedisTarget.of(settings, broker.url).where()}"
         f"{' (embedded, started)' if broker.started else ''}\n"
         f"mcp-media: workers {', '.join(c.name for c in children)}; logs in {log_dir}\n"
     )
