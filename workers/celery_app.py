@@ -41,9 +41,13 @@ def base_app(settings: Settings, url: str | None = None) -> Celery:
         worker_prefetch_multiplier=1,
         # A replacement pool child loads its models before it reports in: give it time.
         worker_proc_alive_timeout=120,
-        worker_cancel_long_running_tasks_on_connection_loss=True,
+        # A running job outlives a broker restart or failover: it finishes, its result is
+        # written (the store's client retries), and a later copy of its message finds the
+        # result. Cancelling would throw the work away and run it again from the start.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
+        broker_transport=broker["broker_transport"],
         broker_use_ssl=broker["broker_use_ssl"],
         broker_transport_options=broker["broker_transport_options"],
         task_queues=[Queue(name) for name in QUEUES],  # type: ignore[no-untyped-call]

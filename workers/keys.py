@@ -50,6 +50,8 @@ def counts(capability: str) -> str:
 
 
 LEASES = f"{PREFIX}:leases"  # sorted set: job id -> lease expiry (unix time)
+# "<run_id>:<master_replid> <server time first seen>": which Redis serves us, since when.
+BROKER_IDENTITY = f"{PREFIX}:broker-identity"
 
 
 def job_record(job_id: str) -> str:

@@ -22,6 +22,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from pipelines.errors import ConfigError
+from workers import broker_transport
 from workers.settings import Settings
 
 SENTINEL_PORT = 26379
@@ -209,8 +210,8 @@ class RedisTarget:
         return urlencode({k: v for k, v in named.items() if v})
 
     def celery_conf(self, transport_options: Mapping[str, Any]) -> dict[str, Any]:
-        """`broker_url`, `broker_use_ssl` and `broker_transport_options` for Celery; the
-        settings' transport options are laid over `transport_options`."""
+        """`broker_url`, `broker_transport`, `broker_use_ssl` and `broker_transport_options`
+        for Celery; the settings' transport options are laid over `transport_options`."""
         options = dict(transport_options)
         if self.sentinels:
             options["master_name"] = self.master_name
@@ -218,6 +219,9 @@ class RedisTarget:
         options.update(self.transport_options)
         return {
             "broker_url": self.celery_url(),
+            "broker_transport": broker_transport.SENTINEL
+            if self.sentinels
+            else broker_transport.REDIS,
             "broker_use_ssl": self.tls.celery() if self.tls else False,
             "broker_transport_options": options,
         }

@@ -131,6 +131,11 @@ def test_base_app_takes_the_broker_options_from_the_target(tmp_path: Path) -> No
     assert app.conf.broker_url.startswith("sentinel://s1:26379/0;sentinel://s2:26380")
     assert options["master_name"] == "mymaster" and options["socket_keepalive"] is True
     assert options["visibility_timeout"] > 1800  # still above the longest hard limit
+    assert app.conf.worker_cancel_long_running_tasks_on_connection_loss is False
+    assert app.conf.broker_transport == "workers.broker_transport:SentinelTransport"
+    assert base_app(settings(redis_url="redis://h:1/0")).conf.broker_transport == (
+        "workers.broker_transport:Transport"
+    )
     app.close()
 
 

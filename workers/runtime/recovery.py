@@ -107,17 +107,47 @@ def _record(store: RedisStore, journal: Journal, job_id: str) -> dict[str, Any] 
 
 SETTLE_SECONDS = LEASE_SECONDS + HEARTBEAT_SECONDS
 
+# How long the Redis we talk to has served us. Its identity is its run_id (a new process)
+# and its replication id (a replica promoted keeps its run_id and its long uptime, but takes
+# a new replication id). A stored identity that differs means a restart or a failover: the
+# time counts from now, the first time anyone sees it. No stored identity (a new or
+# flushed Redis): from the server's own start. All in the server's clock, in one step.
+_SERVED_FOR = """
+local server = redis.call('info', 'server')
+local replication = redis.call('info', 'replication')
+local identity = (string.match(server, 'run_id:(%w+)') or '?') .. ':' ..
+  (string.match(replication, 'master_replid:(%w+)') or '?')
+local t = redis.call('time')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local since = now - tonumber(string.match(server, 'uptime_in_seconds:(%d+)') or '0')
+local stored = redis.call('get', KEYS[1])
+if stored then
+  local seen, at = string.match(stored, '^(%S+) (%S+)$')
+  if seen == identity then return tostring(now - tonumber(at)) end
+  since = now
+end
+redis.call('set', KEYS[1], identity .. ' ' .. string.format('%.3f', since))
+return tostring(now - since)
+"""
+
+
+def served_for(client: redis.Redis[bytes]) -> float:
+    """Seconds the Redis behind `client` has served this cluster as the same server."""
+    raw = client.register_script(_SERVED_FOR)(keys=[keys.BROKER_IDENTITY])
+    return float(raw.decode() if isinstance(raw, bytes) else raw)
+
 
 def broker_settled(client: redis.Redis[bytes], settle: float = SETTLE_SECONDS) -> bool:
-    """The broker has been up for a whole lease: an expired lease now means a dead holder.
+    """The broker has served us for a whole lease: an expired lease now means a dead holder.
 
-    During a broker outage nobody can renew a lease, so every lease of a live worker looks
-    expired when Redis comes back; reaping then would re-send jobs that are still running
-    (and their claims, expired too, would not stop a second run)."""
+    During a broker outage (a restart, or a failover to a replica) nobody can renew a lease,
+    so every lease of a live worker looks expired when Redis comes back; reaping then would
+    re-send jobs that are still running (and their claims, expired too, would not stop a
+    second run). A promoted replica's own uptime says nothing of that outage: see
+    `served_for`."""
     if settle <= 0:
         return True
-    uptime = int(client.info("server").get("uptime_in_seconds", 0))
-    return uptime >= settle
+    return served_for(client) >= settle
 
 
 def reap(app: Celery, store: RedisStore, settle: float = SETTLE_SECONDS) -> list[str]:

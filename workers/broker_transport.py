@@ -1,0 +1,48 @@
+"""kombu's Redis and Sentinel transports, with one fix for a broker that goes away.
+
+After a connection loss Celery closes the broker connection twice (`collect`, then `close`).
+A channel whose first close failed half-way still holds the messages it delivered and not
+yet acked (the jobs running and waiting in this worker); its second close tries to restore
+them through a transport that was already let go (`client` is None). kombu then raises
+AttributeError where Celery only expects connection errors, and the worker stops
+("Unrecoverable error") - measured on kombu 5.7.0 with a job running while redis-server was
+SIGKILLed, or while a sentinel promoted a replica. A connection error is what that clean-up
+ignores: the messages stay in Redis' unacked set, the running jobs finish and record their
+results, and a job that no longer runs comes back by its lease or the journal sweep
+(workers.runtime.recovery), or at last after the visibility timeout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from kombu.transport import redis as kombu_redis
+
+
+def _connparams(channel: Any, base: Any, asynchronous: bool) -> Any:
+    if channel.connection.client is None:
+        raise redis.ConnectionError("the broker connection was closed")
+    return base._connparams(channel, asynchronous)
+
+
+class Channel(kombu_redis.Channel):
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        return _connparams(self, kombu_redis.Channel, asynchronous)
+
+
+class SentinelChannel(kombu_redis.SentinelChannel):
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        return _connparams(self, kombu_redis.SentinelChannel, asynchronous)
+
+
+class Transport(kombu_redis.Transport):
+    Channel = Channel
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    Channel = SentinelChannel
+
+
+REDIS = f"{__name__}:Transport"
+SENTINEL = f"{__name__}:SentinelTransport"
