@@ -14,17 +14,21 @@ import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from pipelines.results import Envelope, ResultKey, Sidecars
+from pipelines.results import Envelope, ResultFiles, ResultKey
 from workers import chunks, keys
 from workers.announcements import WorkerInfo
 from workers.chunks import Chunk
+from workers.journal import JobJournal
 from workers.settings import Settings
+
+if TYPE_CHECKING:
+    from workers.storage import Storage
 
 # Delete or extend a key only if it still holds our token.
 _RELEASE = """
@@ -100,7 +104,7 @@ class Claim:
 class ResultStore(Protocol):
     """Everything a job, the client and reprocess ask of the cluster's shared state."""
 
-    sidecars: Sidecars
+    sidecars: ResultFiles
 
     def get(self, key: ResultKey) -> Envelope | None: ...
     def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]: ...
@@ -147,9 +151,17 @@ class ResultStore(Protocol):
 class RedisStore:
     """Results for the whole cluster: Redis for speed and coordination, sidecars for truth."""
 
-    def __init__(self, client: redis.Redis[bytes], sidecars: Sidecars, result_ttl: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis[bytes],
+        sidecars: ResultFiles,
+        result_ttl: int,
+        journal: JobJournal,
+    ) -> None:
         self.redis = client
         self.sidecars = sidecars
+        # Submitted, unfinished jobs where every node's recovery sweep reads them.
+        self.journal = journal
         self.result_ttl = result_ttl
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
@@ -459,5 +471,9 @@ def redis_client(url: str) -> redis.Redis[bytes]:
     )
 
 
-def redis_store(settings: Settings, url: str) -> RedisStore:
-    return RedisStore(redis_client(url), Sidecars(settings.results_root), settings.jobs.result_ttl)
+def redis_store(settings: Settings, url: str, storage: Storage | None = None) -> RedisStore:
+    """The cluster's store, its sidecars and journal where the settings keep them."""
+    from workers.storage import open_storage
+
+    storage = storage or open_storage(settings)
+    return RedisStore(redis_client(url), storage.results, settings.jobs.result_ttl, storage.journal)
