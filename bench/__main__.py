@@ -10,11 +10,12 @@ import sys
 import time
 import traceback
 
-from bench import api, ingest, jobs, mcp, quality, results, speech, text
+from bench import api, ingest, jobs, mcp, nodes, quality, results, speech, text
 
 SUITES = {
     "ingest": ingest.run,
     "jobs": jobs.run,
+    "nodes": nodes.run,
     "speech": speech.run,
     "mcp": mcp.run,
     "text": text.run,

@@ -138,6 +138,7 @@ class CachedFile:
 
 
 _HEX = frozenset("0123456789abcdef")
+_EXT = re.compile(r"\.[a-z0-9]{1,8}|")
 
 
 class MediaCache:
@@ -214,6 +215,37 @@ class MediaCache:
                 chunks, kind, mime=mime, uri=None, name=name or source.name, validate=validate
             )
 
+    def adopt(
+        self,
+        chunks: Iterator[bytes],
+        kind: MediaKind,
+        sha256: str,
+        *,
+        ext: str,
+        mime: str | None = None,
+    ) -> StoredBlob:
+        """Store bytes fetched from elsewhere (another node's blob store) that must hash to
+        `sha256`: a mismatch is refused before anything is published. The name keeps `ext`
+        (the producer sniffed the bytes that hash to it); `ext` must be a plain suffix."""
+        if len(sha256) != 64 or not set(sha256) <= _HEX:
+            raise BlobError(MarkerReason.CACHE_ERROR, f"not a sha256: {sha256[:80]!r}")
+        if not _EXT.fullmatch(ext):
+            raise BlobError(MarkerReason.CACHE_ERROR, f"not a file suffix: {ext[:40]!r}")
+        fmt = Format(ext.lstrip(".") or "bin", ext, safe_mime(mime))
+
+        def expected(_tmp: Path, _head: bytes) -> Format:
+            return fmt
+
+        return self._store_chunks(
+            chunks,
+            kind,
+            mime=fmt.mime,
+            uri=None,
+            name=f"blob{ext}",
+            validate=expected,
+            sha256=sha256,
+        )
+
     def find(self, sha256: str) -> CachedFile | None:
         """The cached image or audio file with this content hash, from the disk."""
         if len(sha256) != 64 or not set(sha256) <= _HEX:
@@ -288,11 +320,17 @@ class MediaCache:
         uri: str | None,
         name: str | None,
         validate: Validator | None,
+        sha256: str | None = None,
     ) -> StoredBlob:
         folder = self._ensure_folder(self.folder(kind))
         tmp = folder / f".tmp-{secrets.token_hex(8)}"
         try:
             digest, size, head = self._write_temp(tmp, chunks)
+            if sha256 is not None and digest != sha256:
+                raise BlobError(
+                    MarkerReason.CACHE_ERROR,
+                    f"blob {sha256[:16]}... arrived with other bytes (sha256 {digest[:16]}...)",
+                )
             fmt = validate(tmp, head) if validate is not None else None
             if kind is MediaKind.DOCUMENT:
                 target_dir = self._ensure_folder(folder / digest[:16])

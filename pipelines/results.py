@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from pipelines.media import Capability
 
@@ -148,6 +148,16 @@ def _private_folders(root: Path, folder: Path) -> None:
     """mkdir -p where every created level is 0700 (`parents=True` ignores the mode)."""
     for level in [*reversed(folder.relative_to(root).parents), folder.relative_to(root)]:
         (root / level).mkdir(mode=0o700, parents=level == Path("."), exist_ok=True)
+
+
+class ResultFiles(Protocol):
+    """Where finished results are kept for good, one per key (the truth an index rebuilds
+    from): files in the home (`Sidecars`) or objects in a bucket shared by many nodes."""
+
+    def read(self, key: ResultKey) -> Envelope | None: ...
+    def write(self, envelope: Envelope) -> object: ...
+    def scan(self) -> Iterator[Envelope]: ...
+    def scan_capability(self, capability: Capability) -> Iterator[Envelope]: ...
 
 
 class Sidecars:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import redis
 from pipelines.cache import CacheLimits, MediaCache
 from tests.support.cluster import Cluster
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.seaweed import SeaweedS3, seaweed_s3
 from workers.broker import Broker, ensure_embedded, stop_embedded
 from workers.provisioning.models import ModelInfo, prepare
 
@@ -61,6 +63,34 @@ def cluster(tmp_path: Path, broker: Broker, fake_openai: FakeOpenAI) -> Iterator
     made = Cluster(tmp_path / "home", broker, fake_openai)
     yield made
     made.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    """One SeaweedFS for the session; each test gets its own prefix of its bucket."""
+    with seaweed_s3(tmp_path_factory.mktemp("seaweed")) as server:
+        yield server
+
+
+@pytest.fixture
+def nodes(
+    tmp_path: Path, broker: Broker, fake_openai: FakeOpenAI, s3_server: SeaweedS3
+) -> Iterator[tuple[Cluster, Cluster]]:
+    """Two nodes with separate homes that share only Redis and an S3 bucket: (producer,
+    worker node). Workers are started on the second by the test."""
+    client = redis.Redis.from_url(broker.url)
+    client.flushall()
+    client.close()
+    prefix = f"t-{secrets.token_hex(6)}"
+    made = (
+        Cluster(tmp_path / "node-a", broker, fake_openai),
+        Cluster(tmp_path / "node-b", broker, fake_openai),
+    )
+    for node in made:
+        node.env_vars.update(s3_server.env(prefix))
+    yield made
+    for node in made:
+        node.stop()
 
 
 # Tests on real models share one prepared home per session: MCP_MEDIA_TEST_HOME, else

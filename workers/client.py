@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 import uuid
@@ -23,18 +24,23 @@ from kombu.exceptions import OperationalError
 
 from pipelines.errors import PermanentError
 from pipelines.media import Capability
+from pipelines.render import audio_tag
 from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
+from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES, QUEUES
 from workers.chunks import Chunk
 from workers.control import ClusterControl
 from workers.events import FALLBACK_POLL, EventFollower
 from workers.gateway import Admission, JobGateway, JobHandle, QueueFull, answers
-from workers.journal import Journal
+from workers.node_cache import NodeCache, input_ref
 from workers.settings import Settings
+from workers.storage import Storage, open_storage
 from workers.store import RedisStore, redis_store
 
 __all__ = ["JobHandle", "MediaClient"]
+
+log = logging.getLogger(__name__)
 
 ANNOUNCED_TTL = 5.0  # seconds a producer keys jobs by the versions it last read
 STREAM_BLOCK_MS = 500
@@ -45,11 +51,17 @@ class MediaClient(JobGateway):
     # What a broker that does not answer raises: the doors answer these with a 503.
     unavailable: tuple[type[Exception], ...] = (redis.RedisError, OperationalError)
 
-    def __init__(self, settings: Settings, app: Celery, store: RedisStore) -> None:
+    def __init__(
+        self, settings: Settings, app: Celery, store: RedisStore, storage: Storage | None = None
+    ) -> None:
         self.settings = settings
         self.app = app
         self.store = store
-        self.journal = Journal.of(store)
+        self.journal = store.journal
+        self.storage = storage or open_storage(settings)
+        # Inputs are put in the blob store before their message is sent; outputs are
+        # fetched into this machine's cache, so every path a door hands out is local.
+        self.node = NodeCache(settings.media_cache(), self.storage.blobs, 0)
         self.events = EventFollower(store.redis)
         self.control = ClusterControl(app)
         self._versions: dict[Capability, str] = {}
@@ -62,8 +74,11 @@ class MediaClient(JobGateway):
         from workers.celery_app import base_app
 
         settings = settings or Settings()
+        storage = open_storage(settings)
+        storage.blobs.check()
         url = url or broker_url(settings.home, settings.redis_url).url
-        return cls(settings, base_app(settings, url), redis_store(settings, url))
+        store = redis_store(settings, url, storage)
+        return cls(settings, base_app(settings, url), store, storage)
 
     def close(self, finish_jobs: bool = False) -> None:
         """Disconnect (the jobs run on the cluster's workers, whatever `finish_jobs` says)."""
@@ -111,7 +126,45 @@ class MediaClient(JobGateway):
         return ResultKey(capability, self.version(capability, params), sha256)
 
     def get(self, key: ResultKey) -> Envelope | None:
-        return self.store.get(key)
+        return self.localised(self.store.get(key))
+
+    def localised(self, envelope: Envelope | None) -> Envelope | None:
+        """The envelope with its output blob (spoken audio) in this machine's cache and its
+        path and media tag pointing there: made on another node, it is fetched once."""
+        if envelope is None or not isinstance(envelope.output.get("blob"), dict):
+            return envelope
+        given = envelope.output.get("path")
+        if isinstance(given, str) and self._in_cache(Path(given)):
+            return envelope
+        try:
+            ref = BlobRef.from_json(envelope.output["blob"])
+            local = self.node.local(ref)
+        except Exception as exc:  # fail-open: the envelope still says what was made
+            log.warning("cannot fetch the output blob of %s: %s", envelope.key, exc)
+            return envelope
+        output = {**envelope.output, "path": str(local)}
+        if "media_tag" in output:
+            output["media_tag"] = audio_tag(local, str(output.get("format") or ""))
+        return replace(envelope, output=output)
+
+    def _in_cache(self, path: Path) -> bool:
+        try:
+            return path.is_file() and path.resolve().is_relative_to(self.node.cache.root.resolve())
+        except OSError:
+            return False
+
+    def _input(
+        self, capability: Capability, sha256: str, path: Path, ref: BlobRef | None
+    ) -> BlobRef:
+        """The message's reference to its input, put in the blob store first (a `ref` from
+        a listing of the store is there already)."""
+        if ref is not None:
+            return ref
+        kind = CAPABILITIES[capability].input_kind
+        ref = input_ref(kind, path, sha256)
+        if ref.text is None:
+            self.node.blobs.put(ref, path)
+        return ref
 
     def submit_one(
         self,
@@ -123,6 +176,7 @@ class MediaClient(JobGateway):
         params: Mapping[str, Any] | None = None,
         force: bool = False,
         limit: bool = False,
+        ref: BlobRef | None = None,
     ) -> JobHandle:
         """One admission for the key: see `workers.store._ADMIT`. `limit` refuses the job
         with `QueueFull` when its queue is at the high water (doors that answer at once);
@@ -132,20 +186,20 @@ class MediaClient(JobGateway):
         # The store's look-up also re-indexes a result Redis lost; the script decides.
         existing = self.store.get(key)
         if answers(existing, None, force):
+            existing = self.localised(existing)
             assert existing is not None
             return JobHandle.settled(key, path, existing)
-        try:
-            size = path.stat().st_size
-        except OSError:
-            size = 0
+        ref = self._input(capability, sha256, path, ref)
+        size = ref.size
         soft, hard = spec.time_limits(self.settings, size)
         inflight_ttl = int(hard * (self.settings.jobs.max_deliveries + 1) + 600)
         high_water = self.settings.jobs.high_water if limit else 0
         job_id = str(uuid.uuid4())
         admitted = self.store.admit(key, job_id, inflight_ttl, spec.queue, high_water, force)
         if admitted.decision == "settled":
-            assert admitted.envelope is not None
-            return JobHandle.settled(key, path, admitted.envelope)
+            settled = self.localised(admitted.envelope)
+            assert settled is not None
+            return JobHandle.settled(key, path, settled)
         if admitted.decision == "refused":
             raise QueueFull(spec.queue, admitted.waiting, high_water)
         if admitted.decision == "joined":
@@ -153,12 +207,16 @@ class MediaClient(JobGateway):
             return JobHandle(
                 admitted.job_id, key, path, Status.PENDING, admission=Admission.JOINED, force=force
             )
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "key": str(key),
-            "path": str(path),
+            "blob": ref.to_json(),
             "trace_id": trace_id,
             "params": dict(params or {}),
         }
+        if not self.storage.shared_nothing:
+            # One shared home: a worker of the previous version (a rolling upgrade) reads
+            # the path; this version reads the blob.
+            kwargs["path"] = str(path)
         try:
             record = {
                 "task": spec.task_name,
@@ -212,9 +270,15 @@ class MediaClient(JobGateway):
         raise TimeoutError(f"the job {handle.id} streamed nothing more for {timeout:.0f} s")
 
     def recorded_input(self, job_id: str) -> Path | None:
-        """The input path a job was sent with, from its record (Redis, else the journal)."""
+        """The local file of a job's input, from its record (Redis, else the journal)."""
         record = self.store.job_record(job_id) or self.journal.get(job_id)
-        path = ((record or {}).get("kwargs") or {}).get("path")
+        kwargs = (record or {}).get("kwargs") or {}
+        blob, path = kwargs.get("blob"), kwargs.get("path")
+        if isinstance(blob, dict):
+            try:
+                return self.node.find(BlobRef.from_json(blob))
+            except PermanentError:
+                return None
         return Path(path) if isinstance(path, str) else None
 
     def waiting(self) -> dict[str, int]:
@@ -276,8 +340,9 @@ class MediaClient(JobGateway):
         finally:
             for cancel in cancels:
                 cancel()
+        answered = {i: self.localised(envelope) for i, envelope in found.items()}
         return [
-            replace(h, envelope=found[i], status=found[i].status) if i in found else h
+            replace(h, envelope=answered[i], status=found[i].status) if i in found else h
             for i, h in enumerate(handles)
         ]
 
@@ -302,6 +367,8 @@ class MediaClient(JobGateway):
             while True:
                 stored = await loop.run_in_executor(None, self.store.get, handle.key)
                 if stored is not None and handle.answered_by(stored):
+                    stored = await loop.run_in_executor(None, self.localised, stored)
+                    assert stored is not None
                     return replace(handle, envelope=stored, status=stored.status)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -312,7 +379,9 @@ class MediaClient(JobGateway):
                     )
                 except TimeoutError:
                     continue
-                return replace(handle, envelope=envelope, status=envelope.status)
+                local = await loop.run_in_executor(None, self.localised, envelope)
+                assert local is not None
+                return replace(handle, envelope=local, status=envelope.status)
         finally:
             cancel()
 
@@ -325,7 +394,7 @@ class MediaClient(JobGateway):
                 for candidate in (current, key):
                     if candidate is None:
                         continue
-                    envelope = self.store.get(candidate)
+                    envelope = self.get(candidate)
                     if envelope is not None:
                         return envelope.job_id, candidate, envelope
                     job = self.store.inflight_job(candidate)
@@ -335,4 +404,4 @@ class MediaClient(JobGateway):
         key = self.store.key_for_job(ident)
         if key is None:
             return ident, None, None
-        return ident, key, self.store.get(key)
+        return ident, key, self.get(key)

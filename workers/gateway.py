@@ -19,6 +19,7 @@ from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
 
 if TYPE_CHECKING:
+    from workers.blobs import BlobRef
     from workers.settings import Settings
 
 
@@ -106,6 +107,7 @@ class JobGateway(Protocol):
         params: Mapping[str, Any] | None = None,
         force: bool = False,
         limit: bool = False,
+        ref: BlobRef | None = None,
     ) -> JobHandle: ...
 
     def submit(

@@ -15,9 +15,7 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from workers.store import ResultStore
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,17 +25,23 @@ class Entry:
     touched: float  # submission or last re-send, unix time
 
 
+class JobJournal(Protocol):
+    """Submitted, unfinished jobs where every node's recovery sweep reads them: files in the
+    home (`Journal`) or objects in the bucket (`workers.s3.S3Journal`)."""
+
+    def add(self, job_id: str, body: dict[str, Any]) -> None: ...
+    def touch(self, job_id: str) -> None: ...
+    def remove(self, job_id: str) -> None: ...
+    def get(self, job_id: str) -> dict[str, Any] | None: ...
+    def entries(self) -> Iterator[Entry]: ...
+
+
 class Journal:
     """Submitted, unfinished jobs as files next to the results: what survives Redis losing
     its last writes. One fsynced file per job, removed once its result is written."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-
-    @classmethod
-    def of(cls, store: ResultStore) -> Journal:
-        # `<home>/jobs`, beside `<home>/results` (the sidecars): the same shared volume.
-        return cls(store.sidecars.root.parent / "jobs")
 
     def _path(self, job_id: str) -> Path:
         if not job_id or "/" in job_id or job_id.startswith("."):

@@ -46,6 +46,12 @@ def resolve_secret(
     the refusal messages.
     """
     if given:
+        if "${" in given or given.startswith("$"):
+            # podman-compose 1.0.3 passes `${MCP_MEDIA_API__KEY:-}` through literally.
+            raise ListenError(
+                f"the {noun} given with {how} is an unexpanded variable ({given[:40]!r}): "
+                "set it to the secret itself"
+            )
         if len(given) < 16:
             raise ListenError(f"the {noun} given with {how} must be at least 16 characters")
         return given

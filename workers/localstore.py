@@ -15,13 +15,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipelines.results import Envelope, ResultKey, Sidecars, Status
+from pipelines.results import Envelope, ResultFiles, ResultKey, Status
 from workers.chunks import MAX_ENTRIES, Chunk, check_name
 from workers.store import Admitted, Claim
 
 
 class LocalStore:
-    def __init__(self, sidecars: Sidecars, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, sidecars: ResultFiles, clock: Callable[[], float] = time.monotonic) -> None:
         self.sidecars = sidecars
         self._clock = clock
         self._lock = threading.Lock()

@@ -15,17 +15,20 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, TextIO
 
-from pipelines.cache import OUTPUTS, CachedFile
+from pipelines.cache import OUTPUTS
 from pipelines.ingest import JOB_FOR_KIND
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
+from workers.blobs import Listed
 from workers.capabilities import CAPABILITIES
 from workers.gateway import JobHandle, QueueFull
 from workers.settings import Settings
+from workers.storage import Storage, open_storage
 
 if TYPE_CHECKING:
     from workers.client import MediaClient
@@ -81,23 +84,25 @@ def select(
     selection: Selection,
     tally: Tally,
     version: Callable[[Capability], str] | None = None,
-) -> Iterator[CachedFile]:
-    """Media needing work under the current processor versions, from the disk alone.
+    storage: Storage | None = None,
+) -> Iterator[Listed]:
+    """Media needing work under the current processor versions, from the blob store and
+    the result sidecars alone (what the whole cluster holds, not Redis).
 
     `version` gives the version a job would get (a gateway's, from what the workers
     announce); without it, this process's own settings decide."""
-    cache = settings.media_cache()
-    sidecars = settings.sidecars()
-    if MediaKind.AUDIO in selection.kinds:
-        mark_earlier_outputs(settings)
+    storage = storage or open_storage(settings)
+    sidecars = storage.results
+    if MediaKind.AUDIO in selection.kinds and not storage.shared_nothing:
+        mark_earlier_outputs(settings)  # a bucket marks outputs as they are stored
     since = selection.since.timestamp() if selection.since else None
     for kind in selection.kinds:
         capability = JOB_FOR_KIND[kind]
         version_now = version(capability) if version else CAPABILITIES[capability].version(settings)
-        for item in cache.iter_inputs(kind):  # never our own outputs (spoken replies)
+        for item in storage.blobs.inputs(kind):  # never our own outputs (spoken replies)
             if selection.limit is not None and tally.selected >= selection.limit:
                 return
-            if since is not None and item.mtime < since:
+            if since is not None and item.modified < since:
                 continue
             if selection.mode == "missing":
                 envelope = sidecars.read(ResultKey(capability, version_now, item.sha256))
@@ -250,7 +255,7 @@ def run(
 ) -> Tally:
     tally = Tally()
     if dry_run:
-        for _ in select(client.settings, selection, tally, client.version):
+        for _ in select(client.settings, selection, tally, client.version, client.storage):
             pass
         return tally
     with _Lock(client.store, selection.kinds):
@@ -262,14 +267,16 @@ def run(
         report.write()
         try:
             try:
-                for item in select(client.settings, selection, tally, client.version):
+                chosen = select(client.settings, selection, tally, client.version, client.storage)
+                for item in chosen:
                     capability = JOB_FOR_KIND[item.kind]
                     while True:  # admission refuses over the high water: wait our turn
                         try:
                             handle = client.submit_one(
                                 capability,
                                 item.sha256,
-                                item.path,
+                                item.path or Path(item.ref.key),
+                                ref=item.ref,
                                 params={"force": True} if selection.mode == "all" else None,
                                 force=selection.mode == "all",
                                 limit=True,

@@ -148,6 +148,46 @@ class ApiSettings(BaseModel):
     max_speech_request_kb: int = Field(default=256, ge=1)  # JSON body of /v1/audio/speech
 
 
+class StoreSettings(BaseModel):
+    """Where blobs, result sidecars and the job journal live for every node.
+
+    Unset `url`: this machine's home (the local cache, `results/`, `jobs/`); nodes then share
+    them only through one mounted volume. `s3://BUCKET[/PREFIX]`: an S3 bucket, reached with
+    the standard AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION
+    variables; each node keeps local copies of what it reads within `local_budget_mb`.
+    """
+
+    url: str | None = None
+    endpoint_url: str | None = None  # AWS_ENDPOINT_URL (AWS_ENDPOINT_URL_S3 first)
+    access_key_id: str | None = None  # AWS_ACCESS_KEY_ID
+    secret_access_key: SecretStr = SecretStr("")  # AWS_SECRET_ACCESS_KEY
+    session_token: SecretStr = SecretStr("")  # AWS_SESSION_TOKEN
+    region: str | None = None  # AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1
+    timeout: float = Field(default=30.0, gt=0)  # seconds per request
+    local_budget_mb: float = Field(default=5120.0, gt=0)  # fetched copies kept on this node
+
+    @field_validator("url")
+    @classmethod
+    def _s3_url(cls, url: str | None) -> str | None:
+        if url is not None and url.strip() == "":
+            return None
+        if url is not None and not url.startswith("s3://"):
+            raise ValueError(f"MCP_MEDIA_STORE__URL must be s3://BUCKET[/PREFIX], not {url!r}")
+        return url
+
+
+# The standard variables of S3 tools, read into the store settings unless those are set.
+_AWS_ENV = (
+    ("AWS_ENDPOINT_URL_S3", "endpoint_url"),
+    ("AWS_ENDPOINT_URL", "endpoint_url"),
+    ("AWS_ACCESS_KEY_ID", "access_key_id"),
+    ("AWS_SECRET_ACCESS_KEY", "secret_access_key"),
+    ("AWS_SESSION_TOKEN", "session_token"),
+    ("AWS_REGION", "region"),
+    ("AWS_DEFAULT_REGION", "region"),
+)
+
+
 # The environment `Settings.from_env` reads instead of os.environ, for this context only.
 _given_env: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "given_env", default=None
@@ -161,6 +201,9 @@ class _GivenEnvSource(EnvSettingsSource):
         aux = env.get("AUXILIARY_VISION_MODEL")
         if aux:
             env.setdefault("MCP_MEDIA_VISION__AUXILIARY_MODEL", aux)
+        for name, field in _AWS_ENV:
+            if env.get(name):
+                env.setdefault(f"MCP_MEDIA_STORE__{field.upper()}", env[name])
         return {key.lower(): value for key, value in env.items()}
 
 
@@ -207,6 +250,7 @@ class Settings(BaseSettings):
     tts: TtsSettings = Field(default_factory=TtsSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
 
     @field_validator("home")
     @classmethod

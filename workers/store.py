@@ -14,16 +14,20 @@ import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
-from pipelines.results import Envelope, ResultKey, Sidecars
+from pipelines.results import Envelope, ResultFiles, ResultKey
 from workers import chunks, keys
 from workers.announcements import WorkerInfo
 from workers.chunks import Chunk
+from workers.journal import JobJournal
 from workers.redis_target import RedisTarget, resilient
 from workers.settings import Settings
+
+if TYPE_CHECKING:
+    from workers.storage import Storage
 
 # Delete or extend a key only if it still holds our token.
 _RELEASE = """
@@ -99,7 +103,7 @@ class Claim:
 class ResultStore(Protocol):
     """Everything a job, the client and reprocess ask of the cluster's shared state."""
 
-    sidecars: Sidecars
+    sidecars: ResultFiles
 
     def get(self, key: ResultKey) -> Envelope | None: ...
     def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]: ...
@@ -146,9 +150,17 @@ class ResultStore(Protocol):
 class RedisStore:
     """Results for the whole cluster: Redis for speed and coordination, sidecars for truth."""
 
-    def __init__(self, client: redis.Redis[bytes], sidecars: Sidecars, result_ttl: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis[bytes],
+        sidecars: ResultFiles,
+        result_ttl: int,
+        journal: JobJournal,
+    ) -> None:
         self.redis = client
         self.sidecars = sidecars
+        # Submitted, unfinished jobs where every node's recovery sweep reads them.
+        self.journal = journal
         self.result_ttl = result_ttl
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
@@ -445,8 +457,14 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def redis_store(settings: Settings, url: str | None = None) -> RedisStore:
+def redis_store(
+    settings: Settings, url: str | None = None, storage: Storage | None = None
+) -> RedisStore:
     """The store on `url` (default MCP_MEDIA_REDIS_URL), reached as the settings say (TLS,
-    Sentinel), with a client that rides out a broker restart or failover."""
+    Sentinel), with a client that rides out a broker restart or failover; its sidecars and
+    journal where the settings keep them."""
+    from workers.storage import open_storage
+
+    storage = storage or open_storage(settings)
     client = resilient(RedisTarget.of(settings, url))
-    return RedisStore(client, Sidecars(settings.results_root), settings.jobs.result_ttl)
+    return RedisStore(client, storage.results, settings.jobs.result_ttl, storage.journal)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from tests.faults.scenarios import Outcome, spoken_sentences
-from tests.support.cluster import ROOT, Cluster, Worker
+from tests.support.cluster import ROOT, Cluster, SplitCluster, Worker
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.seaweed import SeaweedS3
 from workers.broker import ensure_embedded, stop_embedded
 
 REPORT = ROOT / "tests" / "faults" / "last_run.jsonl"
@@ -27,6 +28,23 @@ def node(tmp_path: Path, fake_openai: FakeOpenAI, models_home: Path) -> Iterator
     (home / "models").symlink_to(models_home / "models")
     broker = ensure_embedded(home)
     cluster = Cluster(home, broker, fake_openai)
+    yield cluster
+    cluster.stop()
+    stop_embedded(home)
+
+
+@pytest.fixture
+def split_node(
+    tmp_path: Path, fake_openai: FakeOpenAI, models_home: Path, s3_server: SeaweedS3
+) -> Iterator[SplitCluster]:
+    """The same node split in two homes that share only its broker and an S3 bucket: the
+    test submits from one, the workers run in the other (which holds the models)."""
+    home, worker_home = tmp_path / "home", tmp_path / "worker-home"
+    for folder in (home, worker_home):
+        folder.mkdir()
+    (worker_home / "models").symlink_to(models_home / "models")
+    broker = ensure_embedded(home)
+    cluster = SplitCluster(home, worker_home, broker, fake_openai, s3_server.env(tmp_path.name))
     yield cluster
     cluster.stop()
     stop_embedded(home)

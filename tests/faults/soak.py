@@ -48,7 +48,6 @@ def diagnose(cluster: Cluster) -> None:
     import redis
 
     from workers import keys
-    from workers.journal import Journal
     from workers.store import redis_store
 
     with redis.Redis.from_url(cluster.broker.url) as r:
@@ -58,7 +57,7 @@ def diagnose(cluster: Cluster) -> None:
             "leases": r.zcard(keys.LEASES),
         }
     store = redis_store(cluster.settings(), cluster.broker.url)
-    state["journal"] = sum(1 for _ in Journal.of(store).entries())
+    state["journal"] = sum(1 for _ in store.journal.entries())
     store.redis.close()
     print(f"diagnosis: {state}", file=sys.stderr)
     for worker in cluster.workers:

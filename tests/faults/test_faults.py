@@ -27,7 +27,7 @@ from pipelines.results import Status
 from tests.faults import scenarios
 from tests.faults.conftest import RssSampler, report
 from tests.faults.scenarios import Outcome, audio_jobs, finish, image_jobs, outcome
-from tests.support.cluster import ROOT, Cluster
+from tests.support.cluster import ROOT, Cluster, SplitCluster
 from workers import keys
 
 pytestmark = pytest.mark.faults
@@ -73,6 +73,29 @@ def test_redis_restart_mid_burst(node: Cluster, tmp_path: Path, hard: bool) -> N
     assert result.completed == result.submitted
     # The consumer saw the connection drop while the broker was down (it was not frozen).
     assert result.extra["loss_noticed_in"] != "never", result.line()
+
+
+def test_node_loss_on_nodes_that_share_only_redis_and_a_bucket(
+    split_node: SplitCluster, spoken: scenarios.Spoken, tmp_path: Path
+) -> None:
+    result = scenarios.node_loss(split_node, spoken, tmp_path)
+    result.scenario += "_shared_nothing"
+    check(result)
+    assert result.completed == result.submitted
+    # The worker's home holds copies of the inputs; the producer's holds no result file.
+    assert split_node.worker_home is not None
+    assert not list((split_node.home / "results").rglob("*.json"))
+    assert list((split_node.worker_home / "cache" / "audio").iterdir())
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["clean", "kill9"])
+def test_redis_restart_on_nodes_that_share_only_redis_and_a_bucket(
+    split_node: SplitCluster, tmp_path: Path, hard: bool
+) -> None:
+    result = scenarios.redis_restart(split_node, tmp_path, hard=hard)
+    result.scenario += "_shared_nothing"
+    check(result)
+    assert result.completed == result.submitted
 
 
 def test_stalled_consumer_is_restarted(node: Cluster, tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_submission_is_journalled_on_disk_before_it_is_sent(
     client = cluster.client()
     try:
         job_id, key = lost_submission(client, tmp_path, 1)
-        body = Journal.of(client.store).get(job_id)
+        body = client.store.journal.get(job_id)
     finally:
         client.close()
     assert body is not None
@@ -93,7 +93,7 @@ def test_sweep_leaves_leased_jobs_alone_and_drops_finished_ones(
         finished, key = lost_submission(client, tmp_path, 4)
         client.store.put(Envelope(Status.DONE, key, {"summary": "x"}, job_id=finished, attempts=1))
         assert sweep(client.app, client.store, grace=0, settle=0) == []
-        journal = Journal.of(client.store)
+        journal = client.store.journal
         assert journal.get(finished) is None
         assert journal.get(leased) is not None
         # The lease runs out (its worker died): now it is re-sent.
@@ -116,7 +116,7 @@ def test_a_failed_send_leaves_nothing_to_resend(cluster: Cluster, tmp_path: Path
     try:
         with pytest.raises(ConnectionError):
             client.submit_one(Capability.VISION_SUMMARIZE, stored.sha256, stored.path)
-        assert list(Journal.of(client.store).entries()) == []
+        assert list(client.store.journal.entries()) == []
     finally:
         client.close()
 

@@ -86,6 +86,7 @@ class Cluster:
         self.broker = broker
         self.fake = fake
         self.workers: list[Worker] = []
+        self.worker_home: Path | None = None  # the workers' own home, when not `home`
         self.env_vars: dict[str, str] = {
             "MCP_MEDIA_HOME": str(home),
             "MCP_MEDIA_REDIS_URL": broker.url,
@@ -120,6 +121,8 @@ class Cluster:
         """`mcp-media worker` (or another module taking the same flags) as a process."""
         log = self.home / "logs" / f"worker-{queues}-{len(self.workers)}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        if self.worker_home is not None:
+            extra.setdefault("MCP_MEDIA_HOME", str(self.worker_home))
         cmd = [
             sys.executable,
             "-m",
@@ -166,6 +169,18 @@ class Cluster:
         for worker in self.workers:
             worker.stop()
         self.workers.clear()
+
+
+class SplitCluster(Cluster):
+    """Shared nothing but Redis and an S3 bucket: the test (the producer) uses `home`, every
+    worker it starts runs in `worker_home`, a home of its own."""
+
+    def __init__(
+        self, home: Path, worker_home: Path, broker: Broker, fake: FakeOpenAI, s3: Mapping[str, str]
+    ) -> None:
+        super().__init__(home, broker, fake)
+        self.worker_home = worker_home
+        self.env_vars.update(s3)
 
 
 def write_result(path: Path, blocks: Sequence[Mapping[str, Any]]) -> Path:

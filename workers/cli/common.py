@@ -93,7 +93,11 @@ def broker_for(settings: Settings) -> str:
     """The broker URL for a command; says so once when this call started the embedded one
     (it keeps running after the command, for the next one: `mcp-media down` stops it)."""
     from workers.broker import checked_broker
+    from workers.storage import open_storage
 
+    # What nodes share besides Redis: a missing bucket or refused credentials is one line
+    # now, not a failed job later.
+    open_storage(settings).blobs.check()
     broker = checked_broker(settings)
     if broker.started:
         say(

@@ -164,6 +164,7 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
         "duration_s": out.get("duration_s"),
         "media_tag": media_tag,
         "status": handle.status.value,
+        "sha256": out.get("audio_sha256"),
     }
     if args.json:
         row["id"] = handle.id

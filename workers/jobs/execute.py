@@ -15,6 +15,7 @@ from typing import Any
 
 from pipelines.errors import PermanentError, Skipped, TransientError
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
+from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES, CapabilitySpec
 from workers.gateway import answers
 from workers.jobs.resources import Resources
@@ -34,13 +35,14 @@ class Redelivered(TransientError):
 @dataclass(frozen=True, slots=True)
 class Job:
     key: ResultKey
-    path: Path
+    path: Path | None  # a message from before blob references named its cached path
     params: Mapping[str, Any] = field(default_factory=dict)
     job_id: str | None = None
     trace_id: str | None = None
     attempts: int = 1
     worker: str | None = None
     delivery: str | None = None  # counted against the redelivery cap; None: not counted
+    blob: BlobRef | None = None  # the input, by content: found here or fetched
 
     @property
     def force(self) -> bool:
@@ -88,6 +90,20 @@ def checked_input(settings: Settings, key: ResultKey, path: Path) -> Path:
     return real
 
 
+def job_input(resources: Resources, job: Job, spec: CapabilitySpec) -> Path:
+    """The local file of the job's input: from this node's cache or the blob store."""
+    ref = job.blob
+    if ref is None:
+        if job.path is None:
+            raise PermanentError("the job names no input")
+        return checked_input(resources.settings, job.key, job.path)
+    if ref.sha256 != job.key.sha256 or ref.kind is not spec.input_kind:
+        raise PermanentError(
+            f"job input {ref.kind} {ref.sha256[:16]}... is not the {spec.input_kind} its key names"
+        )
+    return resources.node.local(ref)
+
+
 def run_stage(resources: Resources, job: Job, runner: Runner) -> StageOutcome:
     """The stage, with every failure turned into an outcome: nothing escapes into the agent.
 
@@ -95,7 +111,7 @@ def run_stage(resources: Resources, job: Job, runner: Runner) -> StageOutcome:
     it is turned on; anything else that goes wrong is `failed` with its type and message.
     """
     try:
-        path = checked_input(resources.settings, job.key, job.path)
+        path = job_input(resources, job, CAPABILITIES[job.key.capability])
         return runner.stage(resources, path, job.params)
     except Skipped as exc:
         return StageOutcome(Status.DEGRADED, reason=f"skipped: {exc}")

@@ -21,6 +21,7 @@ from typing import Any
 
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
+from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES
 from workers.gateway import Admission, JobGateway, JobHandle, QueueFull, answers
 from workers.jobs.execute import Job, execute
@@ -77,6 +78,7 @@ class InlineGateway(JobGateway):
         params: Mapping[str, Any] | None = None,
         force: bool = False,
         limit: bool = False,
+        ref: BlobRef | None = None,
     ) -> JobHandle:
         key = self.key(capability, sha256, params)
         existing = self.get(key)

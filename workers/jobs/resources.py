@@ -8,8 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.engines.registry import vision_provider
 from pipelines.vision import VisionProvider
+from workers.blobs import LocalBlobs
 from workers.configs import stt_options, vision_config
+from workers.node_cache import NodeCache
 from workers.settings import Settings
+from workers.storage import open_storage
 from workers.store import ResultStore, redis_store
 
 if TYPE_CHECKING:
@@ -22,9 +25,15 @@ if TYPE_CHECKING:
 class Resources:
     """What one worker process holds: settings, the result store, loaded engines."""
 
-    def __init__(self, settings: Settings, store: ResultStore) -> None:
+    def __init__(
+        self, settings: Settings, store: ResultStore, node: NodeCache | None = None
+    ) -> None:
         self.settings = settings
         self.store = store
+        # Where job inputs are found or fetched, and outputs published.
+        self.node = node or NodeCache(
+            settings.media_cache(), LocalBlobs(settings.media_cache()), node_budget(settings)
+        )
         self._lock = threading.Lock()
         self._engines: dict[str, Any] = {}
         self.vision = vision_config(settings)
@@ -73,6 +82,10 @@ class Resources:
         return tts
 
 
+def node_budget(settings: Settings) -> int:
+    return int(settings.store.local_budget_mb * 1024 * 1024)
+
+
 _process: Resources | None = None
 _process_lock = threading.Lock()
 
@@ -82,7 +95,11 @@ def for_process(settings: Settings, url: str) -> Resources:
     global _process
     with _process_lock:
         if _process is None:
-            _process = Resources(settings, redis_store(settings, url))
+            storage = open_storage(settings)
+            node = NodeCache(
+                settings.media_cache(), storage.blobs, node_budget(settings), replicas=True
+            )
+            _process = Resources(settings, redis_store(settings, url, storage), node)
         return _process
 
 

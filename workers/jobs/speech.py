@@ -19,6 +19,7 @@ from pipelines.speech.request import SynthesisRequest
 from pipelines.speech.stt import Progress, Transcriber, transcribe
 from pipelines.speech.tts import TextToSpeech
 from pipelines.speech.vad import SpeechDetector
+from workers.blobs import BlobRef
 from workers.configs import stt_config, tts_config, tts_model
 from workers.settings import Settings
 
@@ -109,5 +110,10 @@ def run_synthesize(
             "sample_rate": 24_000 if fmt == "pcm" else speech.sample_rate,
             "sentences": speech.sentences,
             "audio_sha256": stored.sha256,
+            # The output blob by content: the producer fetches it into its own cache.
+            "blob": BlobRef(
+                stored.sha256, MediaKind.AUDIO, stored.path.suffix, stored.size
+            ).to_json(),
+            "mime": stored.mime,
         },
     )

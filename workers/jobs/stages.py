@@ -15,6 +15,7 @@ from pipelines.errors import ConfigError
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
+from workers.blobs import BlobRef
 from workers.configs import stt_options
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
@@ -82,7 +83,14 @@ def synthesize(
 ) -> StageOutcome:
     """Speak one request; with a `stream` param, audio goes out sentence by sentence."""
     with _streamed(resources, params) as on_chunk:
-        return run_synthesize(resources.synthesizer, resources.settings, path, on_chunk)
+        outcome = run_synthesize(resources.synthesizer, resources.settings, path, on_chunk)
+    blob = outcome.output.get("blob")
+    if outcome.status is Status.DONE and isinstance(blob, dict):
+        mime = outcome.output.get("mime")
+        resources.node.publish(
+            BlobRef.from_json(blob), Path(str(outcome.output["path"])), str(mime or "")
+        )
+    return outcome
 
 
 def probe_vision(resources: Resources) -> None:

@@ -30,7 +30,7 @@ from celery import Celery
 
 from pipelines.results import ResultKey
 from workers import keys
-from workers.journal import Journal
+from workers.journal import JobJournal
 from workers.store import RedisStore
 
 log = logging.getLogger("mcp_media.recovery")
@@ -97,7 +97,7 @@ def _resend(app: Celery, store: RedisStore, job_id: str, record: dict[str, Any])
     )
 
 
-def _record(store: RedisStore, journal: Journal, job_id: str) -> dict[str, Any] | None:
+def _record(store: RedisStore, journal: JobJournal, job_id: str) -> dict[str, Any] | None:
     raw = store.redis.get(keys.job_record(job_id))
     if raw is not None:
         record: dict[str, Any] = json.loads(raw)
@@ -155,7 +155,7 @@ def reap(app: Celery, store: RedisStore, settle: float = SETTLE_SECONDS) -> list
     if not broker_settled(store.redis, settle):
         return []
     take = store.redis.register_script(_TAKE_EXPIRED)
-    journal = Journal.of(store)
+    journal = store.journal
     resent = []
     for raw in take(keys=[keys.LEASES], args=[time.time()]):
         job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
@@ -237,7 +237,7 @@ def sweep(
 ) -> list[str]:
     """Re-send journalled jobs nobody will deliver: no finished result, no message waiting
     in their queue, no live lease, for `grace` seconds. Drop the entries of finished jobs."""
-    journal = Journal.of(store)
+    journal = store.journal
     now = time.time() if now is None else now
     stale = [e for e in journal.entries() if now - e.touched >= grace]
     if not stale or not broker_settled(store.redis, settle):

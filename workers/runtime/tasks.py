@@ -11,7 +11,9 @@ from typing import Any
 
 from celery import Celery, Task
 
+from pipelines.errors import PermanentError
 from pipelines.results import EnvelopeJson, ResultKey
+from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES, CapabilitySpec
 from workers.jobs import resources
 from workers.jobs.execute import Job, Redelivered, execute, give_up
@@ -37,15 +39,24 @@ def make_task(app: Celery, spec: CapabilitySpec, runner: Runner | None = None) -
     def run(
         self: Task,
         key: str,
-        path: str,
+        path: str | None = None,
         trace_id: str | None = None,
         params: dict[str, Any] | None = None,
+        blob: dict[str, Any] | None = None,
     ) -> EnvelopeJson:
         res = resources.for_process(app.conf.mcp_media_settings, app.conf.broker_url)
         job_id: str = self.request.id
+        try:
+            ref = BlobRef.from_json(blob) if blob is not None else None
+        except PermanentError as exc:
+            ref, path = None, None
+            malformed: str | None = f"malformed message: {exc}"
+        else:
+            malformed = None
         job = Job(
             key=ResultKey.parse(key),
-            path=Path(path),
+            path=Path(path) if path is not None else None,
+            blob=ref,
             params=params or {},
             job_id=job_id,
             trace_id=trace_id,
@@ -55,6 +66,8 @@ def make_task(app: Celery, spec: CapabilitySpec, runner: Runner | None = None) -
             # claimed ran nothing and is not counted (execute takes it back).
             delivery=job_id,
         )
+        if malformed is not None:
+            return give_up(res, job, malformed).to_json()
         try:
             envelope = execute(res, job, spec, runner)
         except Redelivered as exc:
