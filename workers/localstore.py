@@ -238,6 +238,15 @@ class LocalStore:
             self._claims[key] = (token, now + ttl)
             return Claim(key, token)
 
+    def reclaim(self, claim: Claim, ttl: float) -> bool:
+        now = self._clock()
+        with self._lock:
+            held = self._claims.get(claim.key)
+            if held is not None and held[1] > now:
+                return held[0] == claim.token
+            self._claims[claim.key] = (claim.token, now + ttl)
+            return True
+
     def renew(self, claim: Claim, ttl: float) -> bool:
         now = self._clock()
         with self._lock:

@@ -9,6 +9,9 @@ round used, each on whatever the scenarios before it left behind (workers that l
 through broker restarts, leases, unacked messages, dead letters). One busy-looping process
 per core runs for the whole soak (started and stopped by PID here).
 
+`--shared-nothing` runs the same rounds with the workers in a home of their own that shares
+only Redis and a SeaweedFS bucket with the submitting side (the layout of several nodes).
+
 Prints one line per scenario per round and a total line; exits 1 if any job was lost or any
 key stored more than one result, 2 if a scenario could not run to its end.
 """
@@ -16,6 +19,7 @@ key stored more than one result, 2 if a scenario could not run to its end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -28,8 +32,9 @@ from pathlib import Path
 
 from tests.faults import scenarios
 from tests.faults.scenarios import CpuBurners, Outcome
-from tests.support.cluster import ROOT, Cluster
+from tests.support.cluster import ROOT, Cluster, SplitCluster
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.seaweed import SeaweedS3, seaweed_s3
 from workers.broker import ensure_embedded, stop_embedded
 from workers.provisioning.models import prepare
 
@@ -66,11 +71,20 @@ def diagnose(cluster: Cluster) -> None:
             print(f"--- {worker.log} (pid {worker.proc.pid})\n{tail}", file=sys.stderr)
 
 
-def run(rounds: int, burners: int, workdir: Path) -> int:
+def run(rounds: int, burners: int, workdir: Path, shared_nothing: bool = False) -> int:
+    with contextlib.ExitStack() as stack:
+        s3 = stack.enter_context(seaweed_s3(workdir / "seaweed")) if shared_nothing else None
+        return _run(rounds, burners, workdir, s3)
+
+
+def _run(rounds: int, burners: int, workdir: Path, s3: SeaweedS3 | None) -> int:
     home = workdir / "home"
     home.mkdir()
-    (home / "models").symlink_to(models_home() / "models")
-    spoken = scenarios.spoken_sentences(home)
+    # With a bucket, the workers run in a home of their own (the models are theirs).
+    worker_home = workdir / "worker-home" if s3 is not None else home
+    worker_home.mkdir(exist_ok=True)
+    (worker_home / "models").symlink_to(models_home() / "models")
+    spoken = scenarios.spoken_sentences(worker_home)
     broker = ensure_embedded(home)
     totals: dict[str, float] = dict.fromkeys(
         ("submitted", "completed", "dead_lettered", "failed", "lost", "duplicated"), 0
@@ -79,8 +93,14 @@ def run(rounds: int, burners: int, workdir: Path) -> int:
     broken = 0
     REPORT.write_text("")
     with FakeOpenAI() as fake, CpuBurners(burners) as burn:
-        print(f"soak: rounds={rounds} burners={burn.count} pids={burn.pids} home={home}")
+        layout = "shared nothing (Redis + S3 bucket)" if s3 is not None else "one home"
+        print(
+            f"soak: rounds={rounds} burners={burn.count} pids={burn.pids} home={home} "
+            f"layout={layout}"
+        )
         cluster = Cluster(home, broker, fake)
+        if s3 is not None:
+            cluster = SplitCluster(home, worker_home, broker, fake, s3.env("soak"))
         try:
             for r in range(1, rounds + 1):
                 steps: list[tuple[str, Callable[[int], Outcome]]] = [
@@ -137,12 +157,17 @@ def main(argv: list[str] | None = None) -> int:
         "--burners", type=int, default=os.cpu_count() or 1, help="busy processes (default: cores)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
+    parser.add_argument(
+        "--shared-nothing",
+        action="store_true",
+        help="the workers in a home of their own, sharing only Redis and a SeaweedFS bucket",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="mcp-media-soak-"))
     code = 2
     try:
-        code = run(args.rounds, args.burners, workdir)
+        code = run(args.rounds, args.burners, workdir, args.shared_nothing)
     finally:
         if args.keep or code != 0:
             print(f"soak: work folder kept (logs): {workdir}")

@@ -70,6 +70,20 @@ def check_expired_claim_is_taken_over(make: MakeStore, tmp: Path, wait: Wait) ->
     wait(0.4)
     assert store.claim(KEY, ttl=30) is not None
     assert not store.renew(dead, 30)
+    assert not store.reclaim(dead, 30)  # another delivery holds it now
+
+
+def check_an_expired_claim_nobody_took_is_taken_back(
+    make: MakeStore, tmp: Path, wait: Wait
+) -> None:
+    store = make(tmp)
+    running = store.claim(KEY, ttl=0.2)
+    assert running is not None
+    wait(0.4)  # nobody could renew it (a broker outage longer than the TTL)
+    assert not store.claimed(KEY)
+    assert store.reclaim(running, 30)
+    assert store.claimed(KEY) and store.renew(running, 30)
+    assert store.claim(KEY, ttl=30) is None
 
 
 def check_one_winner_among_threads(make: MakeStore, tmp: Path) -> None:
@@ -290,6 +304,7 @@ CHECKS: list[Check] = [
 ]
 TIMED_CHECKS: list[TimedCheck] = [
     check_expired_claim_is_taken_over,
+    check_an_expired_claim_nobody_took_is_taken_back,
     check_semaphore_limits_and_expires,
     check_admitted_jobs_expire,
     check_locks_expire_with_their_holder,

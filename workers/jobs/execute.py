@@ -57,9 +57,15 @@ def _renewing(store: ResultStore, claim: Claim, ttl: float) -> Iterator[None]:
     def renew() -> None:
         while not stop.wait(ttl / 3):
             try:
-                if not store.renew(claim, ttl):
-                    log.warning("claim on %s was lost while running", claim.key)
-                    return
+                if store.renew(claim, ttl):
+                    continue
+                # Expired while nobody could renew it (a broker outage longer than the
+                # TTL): take it back, or a redelivered copy would run the job a second time.
+                if store.reclaim(claim, ttl):
+                    log.warning("claim on %s expired while running; taken back", claim.key)
+                    continue
+                log.warning("claim on %s was lost while running", claim.key)
+                return
             except Exception:  # the broker may be restarting; try again next tick
                 log.warning("claim renewal failed for %s", claim.key, exc_info=True)
 
