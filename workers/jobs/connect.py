@@ -17,8 +17,12 @@ def open_gateway(settings: Settings, *, inline: bool = False, url: str | None = 
         url = url or settings.redis_url or (running.url if running is not None else None)
         if url is not None:
             from workers.client import MediaClient
+            from workers.redis_target import RedisTarget
 
-            return MediaClient.connect(settings.model_copy(update={"redis_url": url}), url)
+            settings = settings.model_copy(update={"redis_url": url})
+            # A Redis that refuses our certificate checks or credentials: one line now.
+            RedisTarget.of(settings, url).check()
+            return MediaClient.connect(settings, url)
     from workers.jobs.inline import InlineGateway
 
     return InlineGateway(settings)
