@@ -223,10 +223,13 @@ class MediaCache:
         *,
         ext: str,
         mime: str | None = None,
+        sync: bool = True,
     ) -> StoredBlob:
         """Store bytes fetched from elsewhere (another node's blob store) that must hash to
         `sha256`: a mismatch is refused before anything is published. The name keeps `ext`
-        (the producer sniffed the bytes that hash to it); `ext` must be a plain suffix."""
+        (the producer sniffed the bytes that hash to it); `ext` must be a plain suffix.
+        `sync=False` skips the fsync of a copy that is checked on every use and can be
+        fetched again."""
         if len(sha256) != 64 or not set(sha256) <= _HEX:
             raise BlobError(MarkerReason.CACHE_ERROR, f"not a sha256: {sha256[:80]!r}")
         if not _EXT.fullmatch(ext):
@@ -244,6 +247,7 @@ class MediaCache:
             name=f"blob{ext}",
             validate=expected,
             sha256=sha256,
+            sync=sync,
         )
 
     def find(self, sha256: str) -> CachedFile | None:
@@ -321,11 +325,12 @@ class MediaCache:
         name: str | None,
         validate: Validator | None,
         sha256: str | None = None,
+        sync: bool = True,
     ) -> StoredBlob:
         folder = self._ensure_folder(self.folder(kind))
         tmp = folder / f".tmp-{secrets.token_hex(8)}"
         try:
-            digest, size, head = self._write_temp(tmp, chunks)
+            digest, size, head = self._write_temp(tmp, chunks, sync)
             if sha256 is not None and digest != sha256:
                 raise BlobError(
                     MarkerReason.CACHE_ERROR,
@@ -349,7 +354,9 @@ class MediaCache:
             raise
         return StoredBlob(kind=kind, path=target, mime=stored_mime, size=size, sha256=digest)
 
-    def _write_temp(self, tmp: Path, chunks: Iterator[bytes]) -> tuple[str, int, bytes]:
+    def _write_temp(
+        self, tmp: Path, chunks: Iterator[bytes], sync: bool = True
+    ) -> tuple[str, int, bytes]:
         limit = self.limits.max_blob_bytes
         hasher = hashlib.sha256()
         size = 0
@@ -378,7 +385,8 @@ class MediaCache:
                     ) from exc
             try:
                 out.flush()
-                os.fsync(out.fileno())
+                if sync:
+                    os.fsync(out.fileno())
             except OSError as exc:
                 raise BlobError(
                     MarkerReason.CACHE_ERROR, f"cache error while syncing: {exc.strerror}"

@@ -125,8 +125,9 @@ class BlobStore(Protocol):
 
     def put(
         self, ref: BlobRef, source: Path, mime: str | None = None, output: bool = False
-    ) -> None:
-        """Write once; a blob already stored is left as it is. `output`: our own product."""
+    ) -> bool:
+        """Write once; a blob already stored is left as it is (False). `output`: our own
+        product."""
         ...
 
     def chunks(self, ref: BlobRef) -> Iterator[bytes]:
@@ -166,8 +167,8 @@ class LocalBlobs:
 
     def put(
         self, ref: BlobRef, source: Path, mime: str | None = None, output: bool = False
-    ) -> None:
-        return None  # it is in the cache already: that is where `source` lies
+    ) -> bool:
+        return False  # it is in the cache already: that is where `source` lies
 
     def chunks(self, ref: BlobRef) -> Iterator[bytes]:
         path = self._path(ref)

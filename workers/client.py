@@ -153,18 +153,9 @@ class MediaClient(JobGateway):
         except OSError:
             return False
 
-    def _input(
-        self, capability: Capability, sha256: str, path: Path, ref: BlobRef | None
-    ) -> BlobRef:
-        """The message's reference to its input, put in the blob store first (a `ref` from
-        a listing of the store is there already)."""
-        if ref is not None:
-            return ref
-        kind = CAPABILITIES[capability].input_kind
-        ref = input_ref(kind, path, sha256)
-        if ref.text is None:
-            self.node.blobs.put(ref, path)
-        return ref
+    def _input(self, capability: Capability, sha256: str, path: Path) -> BlobRef:
+        """The message's reference to its input (in this machine's cache)."""
+        return input_ref(CAPABILITIES[capability].input_kind, path, sha256)
 
     def submit_one(
         self,
@@ -183,13 +174,21 @@ class MediaClient(JobGateway):
         without it the job is always accepted (a caller that waits its turn itself)."""
         spec = CAPABILITIES[capability]
         key = self.key(capability, sha256, params)
-        # The store's look-up also re-indexes a result Redis lost; the script decides.
-        existing = self.store.get(key)
+        # The input goes into the blob store first (a `ref` from a listing of the store is
+        # there already). A blob the store did not hold (blobs are never deleted from it)
+        # has no result anywhere: its key's look-up then skips the sidecar, a round trip to
+        # the bucket.
+        fresh = False
+        if ref is None:
+            ref = self._input(capability, sha256, path)
+            if ref.text is None and self.storage.shared_nothing:
+                fresh = self.node.blobs.put(ref, path)
+        # The look-up also re-indexes a result Redis lost; the script decides.
+        existing = self.store.get(key, sidecar=not fresh)
         if answers(existing, None, force):
             existing = self.localised(existing)
             assert existing is not None
             return JobHandle.settled(key, path, existing)
-        ref = self._input(capability, sha256, path, ref)
         size = ref.size
         soft, hard = spec.time_limits(self.settings, size)
         inflight_ttl = int(hard * (self.settings.jobs.max_deliveries + 1) + 600)
@@ -225,7 +224,7 @@ class MediaClient(JobGateway):
                 "soft": soft,
                 "hard": hard,
             }
-            # On disk first (durable), then in Redis: what re-sends it if the message is lost.
+            # Durable first (what re-sends the job if its message is lost), then in Redis.
             self.journal.add(job_id, {**record, "ttl": inflight_ttl})
             self.store.record_job(job_id, record, inflight_ttl)
             self.app.send_task(

@@ -41,10 +41,10 @@ class LocalStore:
         self._streams: dict[str, list[Chunk]] = {}
         self._appended = threading.Condition(self._lock)
 
-    def get(self, key: ResultKey) -> Envelope | None:
+    def get(self, key: ResultKey, sidecar: bool = True) -> Envelope | None:
         with self._lock:
             found = self._results.get(key)
-        if found is None:
+        if found is None and sidecar:
             found = self.sidecars.read(key)
             if found is not None:
                 with self._lock:

@@ -65,7 +65,10 @@ class NodeCache:
             ).path
         if not self.blobs.remote:
             raise BlobMissing(f"blob {ref.sha256} ({ref.kind}) is not in {self.blobs.describe()}")
-        stored = self.cache.adopt(self.blobs.chunks(ref), ref.kind, ref.sha256, ext=ref.ext)
+        # A replica needs no fsync: it is checked on every use and fetched again if torn.
+        stored = self.cache.adopt(
+            self.blobs.chunks(ref), ref.kind, ref.sha256, ext=ref.ext, sync=not self.replicas
+        )
         if self.replicas:
             self._mark_replica(ref.sha256)
             self._since_prune += stored.size

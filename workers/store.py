@@ -105,7 +105,7 @@ class ResultStore(Protocol):
 
     sidecars: ResultFiles
 
-    def get(self, key: ResultKey) -> Envelope | None: ...
+    def get(self, key: ResultKey, sidecar: bool = True) -> Envelope | None: ...
     def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]: ...
     def put(self, envelope: Envelope) -> None: ...
     def admit(
@@ -170,10 +170,16 @@ class RedisStore:
 
     # finished results
 
-    def get(self, key: ResultKey) -> Envelope | None:
-        raw = self.redis.get(keys.result(key))
+    def get(self, key: ResultKey, sidecar: bool = True) -> Envelope | None:
+        """The key's result from the index, else from its sidecar (which re-indexes it);
+        `sidecar=False` when the caller knows no sidecar can exist (its input is new)."""
+        raw, inflight = self.redis.mget([keys.result(key), keys.inflight(key)])
         if raw is not None:
             return Envelope.from_json(json.loads(raw))
+        if not sidecar or inflight is not None:
+            # Admitted since Redis last lost its data (a flush drops this key too): a
+            # result would be indexed here. No sidecar read (a round trip to the bucket).
+            return None
         envelope = self.sidecars.read(key)
         if envelope is not None:
             self._index(envelope)  # Redis was flushed or the entry expired: rebuild it

@@ -45,8 +45,11 @@ class MemoryBlobs:
 
     def put(
         self, ref: BlobRef, source: Path, mime: str | None = None, output: bool = False
-    ) -> None:
-        self.objects.setdefault(ref.sha256, (ref, source.read_bytes(), output))
+    ) -> bool:
+        if ref.sha256 in self.objects:
+            return False
+        self.objects[ref.sha256] = (ref, source.read_bytes(), output)
+        return True
 
     def chunks(self, ref: BlobRef) -> Iterator[bytes]:
         if ref.sha256 not in self.objects:
