@@ -26,7 +26,7 @@ COPY workers/ workers/
 RUN --mount=type=cache,target=/root/.cache/pip \
     python -m venv /opt/venv \
     && /opt/venv/bin/pip install --upgrade pip \
-    && /opt/venv/bin/pip install '.[jobs,vision,speech,api,phonemes]'
+    && /opt/venv/bin/pip install '.[jobs,vision,speech,api,phonemes,s3]'
 
 
 FROM python-base AS models
