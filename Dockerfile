@@ -10,6 +10,10 @@
 # gets the venv and the finished models, nothing else. docs/scaling.md has the details.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# What the `models` stage starts from. An image that already holds the finished models under
+# /build/home/models turns `models prepare` into a check of them (no torch, no download):
+# scripts/podman-stack.sh passes one made from a prepared $MCP_MEDIA_HOME/models.
+ARG MODELS_BASE=python-base
 
 FROM ${PYTHON_IMAGE} AS python-base
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -26,10 +30,10 @@ COPY workers/ workers/
 RUN --mount=type=cache,target=/root/.cache/pip \
     python -m venv /opt/venv \
     && /opt/venv/bin/pip install --upgrade pip \
-    && /opt/venv/bin/pip install '.[jobs,vision,speech,api,phonemes]'
+    && /opt/venv/bin/pip install '.[jobs,vision,speech,api,phonemes,s3]'
 
 
-FROM python-base AS models
+FROM ${MODELS_BASE} AS models
 # `models prepare` builds a converter venv with `torch==2.13.0`. From the default index that pin
 # resolves to the CUDA build (several GB of nvidia-* wheels) on x86_64; the CPU build
 # (`2.13.0+cpu`) lives on PyTorch's own CPU wheel index, which pip then prefers for the same

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from workers.capabilities import QUEUES, for_queue
+from workers.listen import ListenError, resolve_secret
 from workers.provisioning.models import PIPER_JOE, SILERO_VAD, WHISPER_TINY_EN
 from workers.settings import Settings
 
@@ -37,6 +38,14 @@ THREAD_VARS = {
     "tts": ("MCP_MEDIA_TTS__CONCURRENCY", "MCP_MEDIA_TTS__THREADS"),
 }
 LOOPBACK = "127.0.0.1"
+S3_SERVICES = ("seaweedfs", "seaweedfs-bucket")
+STORE_VARS = (
+    "MCP_MEDIA_STORE__URL",
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_REGION",
+)
 
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?error}, ${NAME?error}; `$$` is a literal $.
 _VARIABLE = re.compile(
@@ -137,10 +146,10 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def test_services_are_redis_one_worker_per_queue_flower_and_the_api(
+def test_services_are_redis_one_worker_per_queue_flower_the_api_and_s3(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    assert set(services) == {"redis", "flower", "api", *WORKERS}
+    assert set(services) == {"redis", "flower", "api", *WORKERS, *S3_SERVICES}
     assert sorted(WORKERS.values()) == sorted(QUEUES)
 
 
@@ -153,8 +162,11 @@ def test_the_api_serves_on_loopback_with_a_key_from_the_environment(
     assert api["profiles"] == ["api"]  # plain `docker compose up` needs no key
     (published,) = api["ports"]
     assert interpolate(str(published), {}).startswith("127.0.0.1:")
-    (ref,) = references(environment(api)["MCP_MEDIA_API__KEY"] or "")
-    assert ref.name == "MCP_MEDIA_API__KEY"
+    # Passed through from the shell, never interpolated: a compose that does not expand
+    # `${...}` cannot hand the container a literal, and `:?` would make plain `up` ask for it.
+    env = environment(api)
+    assert "MCP_MEDIA_API__KEY" in env and env["MCP_MEDIA_API__KEY"] is None
+    assert not any("${MCP_MEDIA_API__KEY" in text for text in strings(services))
     assert api["depends_on"]["redis"]["condition"] == "service_healthy"
     assert "/healthz" in " ".join(api["healthcheck"]["test"])
 
@@ -322,7 +334,7 @@ def test_flower_is_opt_in_authenticated_and_on_loopback(
     flower = services["flower"]
     assert flower.get("profiles") == ["flower"]
     for name, service in services.items():
-        if name not in ("flower", "api"):  # the api needs a key: opt-in too
+        if name not in ("flower", "api", *S3_SERVICES):  # the api needs a key: opt-in too
             assert "profiles" not in service, f"{name} must start with a plain `up`"
     assert flower["ports"], "flower publishes its UI"
     for port in flower["ports"]:
@@ -337,6 +349,84 @@ def test_flower_is_opt_in_authenticated_and_on_loopback(
     # Compose interpolates every profile, so `:?` would break a plain `up`: the command checks.
     guard = " ".join(as_argv(flower["command"]))
     assert re.search(r"test -n \"\$\$\{?FLOWER_BASIC_AUTH\}?\"\s*\|\|.*exit 1", guard), guard
+
+
+def test_the_api_refuses_what_a_compose_may_hand_it_as_a_key(tmp_path: Path) -> None:
+    for given in ("${MCP_MEDIA_API__KEY:-}", "${MCP_MEDIA_API__KEY}", "short-key"):
+        with pytest.raises(ListenError):
+            resolve_secret(tmp_path, given, "0.0.0.0", file="k", how="MCP_MEDIA_API__KEY")
+    with pytest.raises(ListenError, match="without a key"):
+        resolve_secret(tmp_path, "", "0.0.0.0", file="k", how="MCP_MEDIA_API__KEY")
+
+
+def test_workers_and_the_api_pass_the_s3_store_through(
+    services: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    shell = {
+        "REDIS_PASSWORD": "x",
+        "MCP_MEDIA_STORE__URL": "s3://media/mcp-media",
+        "AWS_ENDPOINT_URL": "http://seaweedfs:8333",
+        "AWS_ACCESS_KEY_ID": "id",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_REGION": "us-east-1",
+    }
+    for name in (*WORKERS, "api"):
+        env = environment(services[name])
+        for var in STORE_VARS:
+            assert var in env and env[var] is None, f"{name}: {var} must be passed through"
+        # What the container sees: its own values, plus the pass-through ones from the shell.
+        seen = {k: interpolate(v, shell) for k, v in env.items() if v is not None}
+        seen |= {k: shell[k] for k, v in env.items() if v is None and k in shell}
+        seen["MCP_MEDIA_HOME"] = str(tmp_path)
+        store = Settings.from_env(seen).store
+        assert (
+            store.url == "s3://media/mcp-media" and store.endpoint_url == shell["AWS_ENDPOINT_URL"]
+        )
+        assert (
+            store.access_key_id == "id" and store.secret_access_key.get_secret_value() == "secret"
+        )
+        assert _settings_for(services[name], tmp_path).store.url is None, "unset: the volume"
+
+
+def test_the_s3_profile_runs_seaweedfs_unpublished_with_checked_credentials(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    for name in S3_SERVICES:
+        service = services[name]
+        assert service["profiles"] == ["s3"], name
+        assert "ports" not in service and service.get("network_mode") != "host", name
+        (ref,) = references(str(service["image"]))
+        assert ref.name == "SEAWEEDFS_IMAGE" and ref.op == ":-" and ref.arg, name
+    server = services["seaweedfs"]
+    env = environment(server)
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert [r.name for r in references(env[var] or "")] == [var], var
+    script = " ".join(as_argv(server["command"]))
+    assert server["entrypoint"] == ["sh", "-c"]
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert f'test -n "$${{{var}}}"' in script, f"the command must refuse an empty {var}"
+    assert re.search(r"\|\|\s*\{[^}]*exit 1", script), script
+    weed = shlex.split(script[script.index("exec weed server") :])
+    assert {"-filer", "-s3", "-ip.bind=0.0.0.0"} <= set(weed), weed
+    assert "-ip=seaweedfs" in weed, "the volume server is advertised under the service name"
+    assert not any(a.startswith("-s3.port=") for a in weed), "8333, as AWS_ENDPOINT_URL says"
+    assert "http://seaweedfs:8333" in COMPOSE.read_text(encoding="utf-8")
+    data = [str(v).split(":") for v in server["volumes"]]
+    assert ["seaweedfs-data", "/data"] in data and "seaweedfs-data" in compose["volumes"]
+    assert "-dir=/data" in weed
+    grace = seconds(str(server["stop_grace_period"]))
+    assert grace >= 10, "let the filer and volume server flush"
+
+
+def test_the_bucket_is_made_once_from_the_store_url(services: dict[str, dict[str, Any]]) -> None:
+    bucket = services["seaweedfs-bucket"]
+    assert environment(bucket) == {"MCP_MEDIA_STORE__URL": None}
+    assert bucket["restart"] == "on-failure", "a one-shot: done once it succeeded"
+    assert bucket["depends_on"]["seaweedfs"]["condition"] == "service_started"
+    script = " ".join(as_argv(bucket["command"]))
+    assert "$${MCP_MEDIA_STORE__URL#s3://}" in script and "$${b%%/*}" in script
+    assert "s3.bucket.create -name $$b" in script and "weed shell -master=seaweedfs:9333" in script
+    assert '*"already exists"*' in script, "a second `up` must not fail on the bucket"
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,7 +504,7 @@ def test_dockerfile_lets_the_converter_use_a_cpu_torch_index() -> None:
 def test_dockerfile_installs_every_runtime_extra() -> None:
     _args, stages = dockerfile_stages()
     installs = [r for s in stages for r in s.values("RUN") if "pip install" in r]
-    assert any(".[jobs,vision,speech,api,phonemes]" in r for r in installs), installs
+    assert any(".[jobs,vision,speech,api,phonemes,s3]" in r for r in installs), installs
 
 
 def test_dockerfile_runs_mcp_media_as_a_non_root_user() -> None:
