@@ -44,6 +44,7 @@ from tests.support.fault_worker import POISON_TASK, POISON_VERSION
 from workers import keys
 from workers.broker import Broker, ensure_embedded, stop_embedded
 from workers.client import JobHandle, MediaClient
+from workers.node_cache import input_ref
 
 Spoken = tuple[list[np.ndarray], int]
 FAULT_WORKER = ("tests.support.fault_worker",)
@@ -362,9 +363,12 @@ def poison_job(cluster: Cluster, spoken: Spoken, workdir: Path, tag: int = 0) ->
         started = time.monotonic()
         poison_key = ResultKey(Capability.AUDIO_TRANSCRIBE, POISON_VERSION, jobs[0].sha256)
         poison_id = str(uuid.uuid4())
+        # Named by content like every message, its input put in the blob store first.
+        ref = input_ref(MediaKind.AUDIO, jobs[0].path, jobs[0].sha256)
+        client.node.blobs.put(ref, jobs[0].path)
         kwargs = {
             "key": str(poison_key),
-            "path": str(jobs[0].path),
+            "blob": ref.to_json(),
             "trace_id": "poison",
             "params": {},
         }
