@@ -126,12 +126,13 @@ class MediaClient(JobGateway):
         return ResultKey(capability, self.version(capability, params), sha256)
 
     def get(self, key: ResultKey) -> Envelope | None:
-        return self.localised(self.store.get(key))
+        found = self.store.get(key)
+        return self.localised(found) if found is not None else None
 
-    def localised(self, envelope: Envelope | None) -> Envelope | None:
+    def localised(self, envelope: Envelope) -> Envelope:
         """The envelope with its output blob (spoken audio) in this machine's cache and its
         path and media tag pointing there: made on another node, it is fetched once."""
-        if envelope is None or not isinstance(envelope.output.get("blob"), dict):
+        if not isinstance(envelope.output.get("blob"), dict):
             return envelope
         given = envelope.output.get("path")
         if isinstance(given, str) and self._in_cache(Path(given)):
@@ -139,9 +140,15 @@ class MediaClient(JobGateway):
         try:
             ref = BlobRef.from_json(envelope.output["blob"])
             local = self.node.local(ref)
-        except Exception as exc:  # fail-open: the envelope still says what was made
-            log.warning("cannot fetch the output blob of %s: %s", envelope.key, exc)
-            return envelope
+        except Exception as exc:
+            # Never hand out another machine's path (a node without MCP_MEDIA_STORE__URL
+            # among nodes with one, or a bucket that lost the blob): say why instead.
+            reason = f"output blob not available on this machine: {exc}"
+            if not self.storage.shared_nothing:
+                reason += " (is MCP_MEDIA_STORE__URL set on the workers but not here?)"
+            log.warning("%s: %s", envelope.key, reason)
+            output = {k: v for k, v in envelope.output.items() if k not in ("path", "media_tag")}
+            return replace(envelope, status=Status.DEGRADED, output=output, reason=reason[:500])
         output = {**envelope.output, "path": str(local)}
         if "media_tag" in output:
             output["media_tag"] = audio_tag(local, str(output.get("format") or ""))
@@ -186,9 +193,8 @@ class MediaClient(JobGateway):
         # The look-up also re-indexes a result Redis lost; the script decides.
         existing = self.store.get(key, sidecar=not fresh)
         if answers(existing, None, force):
-            existing = self.localised(existing)
             assert existing is not None
-            return JobHandle.settled(key, path, existing)
+            return JobHandle.settled(key, path, self.localised(existing))
         size = ref.size
         soft, hard = spec.time_limits(self.settings, size)
         inflight_ttl = int(hard * (self.settings.jobs.max_deliveries + 1) + 600)
@@ -196,9 +202,8 @@ class MediaClient(JobGateway):
         job_id = str(uuid.uuid4())
         admitted = self.store.admit(key, job_id, inflight_ttl, spec.queue, high_water, force)
         if admitted.decision == "settled":
-            settled = self.localised(admitted.envelope)
-            assert settled is not None
-            return JobHandle.settled(key, path, settled)
+            assert admitted.envelope is not None
+            return JobHandle.settled(key, path, self.localised(admitted.envelope))
         if admitted.decision == "refused":
             raise QueueFull(spec.queue, admitted.waiting, high_water)
         if admitted.decision == "joined":
@@ -341,7 +346,7 @@ class MediaClient(JobGateway):
                 cancel()
         answered = {i: self.localised(envelope) for i, envelope in found.items()}
         return [
-            replace(h, envelope=answered[i], status=found[i].status) if i in found else h
+            replace(h, envelope=answered[i], status=answered[i].status) if i in found else h
             for i, h in enumerate(handles)
         ]
 
@@ -367,7 +372,6 @@ class MediaClient(JobGateway):
                 stored = await loop.run_in_executor(None, self.store.get, handle.key)
                 if stored is not None and handle.answered_by(stored):
                     stored = await loop.run_in_executor(None, self.localised, stored)
-                    assert stored is not None
                     return replace(handle, envelope=stored, status=stored.status)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -379,8 +383,7 @@ class MediaClient(JobGateway):
                 except TimeoutError:
                     continue
                 local = await loop.run_in_executor(None, self.localised, envelope)
-                assert local is not None
-                return replace(handle, envelope=local, status=envelope.status)
+                return replace(handle, envelope=local, status=local.status)
         finally:
             cancel()
 

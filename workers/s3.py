@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import Capability, MediaKind
@@ -53,7 +53,7 @@ class Location:
     def parse(cls, url: str) -> Location:
         parts = urlsplit(url)
         if parts.scheme != "s3" or not parts.netloc:
-            raise ConfigError(f"store URL {url!r} is not s3://BUCKET[/PREFIX]")
+            raise ConfigError(f"MCP_MEDIA_STORE__URL must be s3://BUCKET[/PREFIX], not {url!r}")
         prefix = parts.path.strip("/")
         return cls(parts.netloc, f"{prefix}/" if prefix else "")
 
@@ -115,10 +115,18 @@ class S3Bucket:
                 cause = "our credentials were refused: check AWS_ACCESS_KEY_ID and "
                 cause += "AWS_SECRET_ACCESS_KEY"
             elif code in ("NoSuchBucket", "404"):
-                cause = f"the bucket {self.location.bucket!r} does not exist"
+                cause = (
+                    f"the bucket {self.location.bucket!r} does not exist (create it once, e.g. "
+                    f"`aws s3 mb s3://{self.location.bucket}`; mcp-media never creates buckets)"
+                )
             else:
                 cause = f"it answered {code or 'an error'} ({_first_line(exc)})"
             raise ConfigError(f"blob store {self.describe()}: {cause}") from exc
+        except NoCredentialsError as exc:
+            raise ConfigError(
+                f"blob store {self.describe()}: no credentials: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY"
+            ) from exc
         except (BotoCoreError, OSError) as exc:
             raise ConfigError(
                 f"blob store {self.describe()}: cannot reach it ({_first_line(exc)})"

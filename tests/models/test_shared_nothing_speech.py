@@ -56,3 +56,15 @@ def test_speak_and_transcribe_from_a_node_without_models(
     words = json.loads(heard.stdout)["text"].lower()
     assert "bucket" in words and "nodes" in words, words
     assert list((b.home / "cache" / "audio").glob(f"{spoken['sha256']}.*"))
+
+
+def test_a_node_without_the_store_is_told_instead_of_handed_a_foreign_path(
+    speech_nodes: tuple[Cluster, ...], tmp_path: Path
+) -> None:
+    a, _, c = speech_nodes
+    lost = Cluster(tmp_path / "node-d", a.broker, a.fake)  # MCP_MEDIA_STORE__URL forgotten
+    spoken = lost.cli_json("speak", "Where did my reply go?", "--format", "wav", "--wait", "120")
+    assert spoken["status"] == "degraded", spoken
+    assert spoken["path"] is None and spoken["media_tag"] is None
+    assert "MCP_MEDIA_STORE__URL" in spoken["reason"], spoken["reason"]
+    assert str(c.home) not in json.dumps(spoken)

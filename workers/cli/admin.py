@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workers.cli.common import CliError, broker_for, connect_client, print_json, say
+from workers.cli.common import (
+    CliError,
+    broker_for,
+    check_storage,
+    connect_client,
+    print_json,
+    say,
+)
 from workers.settings import Settings
 
 
@@ -87,6 +94,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError(f"unknown queue(s) {sorted(unknown)}; choose from {', '.join(QUEUES)}")
     from workers.runtime.readiness import check_ready
 
+    check_storage(settings)  # before the probes: a bucket that cannot be used is one line
     check_ready(settings, queues)
     app = create_app(settings, broker_for(settings))
     run_worker(app, settings, queues, args.concurrency)

@@ -89,15 +89,20 @@ def say(line: str) -> None:
     sys.stderr.write(f"mcp-media: {line}\n")
 
 
+def check_storage(settings: Settings) -> None:
+    """What nodes share besides Redis: a missing bucket or refused credentials is one line
+    now, not a failed job later."""
+    from workers.storage import open_storage
+
+    open_storage(settings).blobs.check()
+
+
 def broker_for(settings: Settings) -> str:
     """The broker URL for a command; says so once when this call started the embedded one
     (it keeps running after the command, for the next one: `mcp-media down` stops it)."""
     from workers.broker import checked_broker
-    from workers.storage import open_storage
 
-    # What nodes share besides Redis: a missing bucket or refused credentials is one line
-    # now, not a failed job later.
-    open_storage(settings).blobs.check()
+    check_storage(settings)
     broker = checked_broker(settings)
     if broker.started:
         say(

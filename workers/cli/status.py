@@ -13,6 +13,7 @@ from workers.broker import broker_url
 from workers.capabilities import CAPABILITIES, QUEUES
 from workers.redis_target import RedisTarget
 from workers.settings import Settings
+from workers.storage import open_storage
 from workers.store import redis_store
 
 
@@ -25,6 +26,7 @@ def collect(settings: Settings, url: str | None = None) -> dict[str, Any]:
         running = {q: sum(w.active_by_queue.get(q, 0) for w in workers) for q in QUEUES}
         return {
             "broker": RedisTarget.of(settings, url).where(),
+            "store": open_storage(settings).blobs.describe(),
             "queues": {q: {"waiting": waiting[q], "running": running[q]} for q in QUEUES},
             "results": {
                 spec.capability.value: store.status_counts(spec.capability.value)
@@ -42,7 +44,7 @@ def _mib(value: float | None) -> str:
 
 
 def format_status(report: dict[str, Any]) -> str:
-    lines = [f"broker: {report['broker']}", "queues:"]
+    lines = [f"broker: {report['broker']}", f"store: {report['store']}", "queues:"]
     for name, q in report["queues"].items():
         lines.append(f"  {name:7} waiting={q['waiting']} running={q['running']}")
     lines.append("results:")
