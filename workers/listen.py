@@ -6,6 +6,7 @@ secret always, and a non-loopback address refused unless the secret was given ex
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import secrets
@@ -24,6 +25,48 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def machine_names() -> frozenset[str]:
+    """The names of this machine a client may use off loopback (lower case)."""
+    names = {"localhost", socket.gethostname().lower()}
+    with contextlib.suppress(OSError):
+        names.add(socket.getfqdn().lower())
+    return frozenset(name for name in names if name)
+
+
+def split_host(value: str) -> tuple[str, str] | None:
+    """A Host header as (host, port); None when it is not `host[:port]`."""
+    if value.startswith("["):
+        inside, sep, rest = value[1:].partition("]")
+        if not sep or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        return inside, rest[1:]
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        return value, ""
+    return (host, port) if port.isdigit() and ":" not in host else None
+
+
+def host_allowed(value: str, names: frozenset[str], *, addresses: bool) -> bool:
+    """Does a Host header name this server (DNS-rebinding protection)? One of `names`, or,
+    with `addresses`, any IP address literal (an address of this machine, or one a NAT or a
+    published container port forwards from); any port. A name an attacker controls is
+    neither."""
+    parts = split_host(value.strip().lower())
+    if parts is None or not parts[0]:
+        return False
+    host = parts[0].rstrip(".")
+    if host in names:
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return addresses
 
 
 def check_free(host: str, port: int) -> None:

@@ -164,3 +164,41 @@ def test_oversize_and_garbage_uploads_are_refused_and_serving_goes_on(cluster: C
         assert httpx2.get(f"{served.url}/healthz", timeout=10).status_code == 200
     uploads = cluster.home / "cache" / "uploads"
     assert not any(uploads.iterdir()) if uploads.exists() else True
+
+
+def test_hostile_requests_leave_metrics_bounded_and_get_shaped_answers(cluster: Cluster) -> None:
+    """Random paths add no series; a foreign Host is refused (DNS rebinding); input that
+    breaks a route is an OpenAI-shaped error with a request id, and the door keeps serving."""
+    with serve(cluster) as served:
+        auth = {"Authorization": f"Bearer {served.key}"}
+        with httpx2.Client(timeout=10) as http:
+            for i in range(300):
+                assert http.get(f"{served.url}/v1/{i:x}{'ab' * 40}").status_code == 401
+                assert http.get(f"{served.url}/x{i}", headers=auth).status_code == 404
+            metrics = http.get(f"{served.url}/metrics", headers=auth).text
+            series = [
+                line for line in metrics.splitlines()
+                if line.startswith("mcp_media_api_requests_total{")
+            ]  # fmt: skip
+            assert len(series) <= 3, series  # other/401, other/404, and nothing per path
+            assert 'mcp_media_api_requests_total{code="401",route="other"} 300.0' in metrics
+            foreign = http.get(f"{served.url}/v1/models", headers={**auth, "Host": "evil.example"})
+            assert foreign.status_code == 421
+            assert foreign.json()["error"]["code"] == "invalid_host"
+            deep = "[" * 100_000 + "]" * 100_000
+            for body in (
+                '{"model": "tts-1", "voice": "alloy", "input": ' + deep + "}",
+                '{"model": "tts-1", "voice": "alloy", "input": "\\ud800 hello"}',
+            ):
+                answer = http.post(
+                    f"{served.url}/v1/audio/speech",
+                    content=body.encode(),
+                    headers={**auth, "Content-Type": "application/json"},
+                )
+                assert 400 <= answer.status_code < 600, answer.text[:200]
+                error = answer.json()["error"]
+                assert error["message"] and error["type"], error
+                if answer.status_code == 500:
+                    assert answer.headers["x-request-id"] in error["message"]
+                    assert "Traceback" not in answer.text
+            assert http.get(f"{served.url}/v1/models", headers=auth).status_code == 200

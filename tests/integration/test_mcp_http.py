@@ -77,6 +77,24 @@ def test_requests_without_the_token_are_refused(
     assert response.status_code == 401
 
 
+def test_the_bearer_scheme_is_case_insensitive(http_door: tuple[str, str]) -> None:
+    url, token = http_door
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    for scheme in ("bearer", "BEARER"):
+        headers = {"Authorization": f"{scheme} {token}", "Accept": ACCEPT}
+        response = httpx2.post(url, json=body, headers=headers, timeout=10)
+        assert response.status_code == 200, (scheme, response.status_code, response.text[:200])
+
+
 def test_foreign_origin_is_refused(http_door: tuple[str, str]) -> None:
     url, token = http_door
     response = httpx2.post(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+import secrets
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workers.api import health, metrics, models, page, speech, transcribe
@@ -17,10 +19,13 @@ from workers.api.auth import check_bearer, needs_key
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.api.metrics import ApiMetrics
+from workers.listen import LOOPBACK_NAMES, host_allowed, is_loopback, machine_names
 from workers.settings import Settings
 
 if TYPE_CHECKING:
     from workers.client import MediaClient
+
+log = logging.getLogger(__name__)
 
 
 class KeyGuard:
@@ -41,17 +46,19 @@ class KeyGuard:
 
 
 class CountRequests:
-    """Pure ASGI: counts each answer by route and status code for /metrics."""
+    """Pure ASGI: counts each answer by route and status code for /metrics. The route is one
+    of the app's own paths, every other path is `other`: a client cannot add series."""
 
-    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics, known: frozenset[str]) -> None:
         self.app = app
         self.metrics = metrics
+        self.known = known
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = scope["path"] if scope["path"].startswith("/v1/") else "other"
+        path = scope["path"] if scope["path"] in self.known else "other"
 
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -61,13 +68,75 @@ class CountRequests:
         await self.app(scope, receive, counted)
 
 
+class ShapedErrors:
+    """Pure ASGI: an unexpected error under any route is an OpenAI-shaped 500 naming a
+    request id; the traceback goes to the log under that id, never to the client."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:
+            request_id = secrets.token_hex(8)
+            log.exception(
+                "request %s %s failed (request id %s)",
+                scope.get("method"),
+                scope["path"],
+                request_id,
+            )
+            if started:
+                raise  # the answer is under way: the server closes the connection
+            error = ApiError(
+                500,
+                f"internal error (request id {request_id}); the server log has the details",
+                code="internal_error",
+                headers={"x-request-id": request_id},
+            )
+            await error.response()(scope, receive, send)
+
+
+class HostGuard:
+    """Pure ASGI: the Host must name this server (DNS rebinding): on a loopback bind one of
+    its loopback names, else an address or this machine's name; any port. 421 otherwise."""
+
+    def __init__(self, app: ASGIApp, loopback: bool) -> None:
+        self.app = app
+        self.loopback = loopback
+        self.names = LOOPBACK_NAMES if loopback else machine_names()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if not host_allowed(host, self.names, addresses=not self.loopback):
+                error = ApiError(421, f"invalid Host header {host[:100]!r}", code="invalid_host")
+                await error.response()(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
     return exc.response()
 
 
-def create_app(settings: Settings, key: str, client: MediaClient) -> Starlette:
-    """The app of the HTTP door; it holds the cluster's gateway `client` (closed with it)."""
+def create_app(
+    settings: Settings, key: str, client: MediaClient, host: str = "127.0.0.1"
+) -> Starlette:
+    """The app of the HTTP door, listening on `host`; it holds the cluster's gateway
+    `client` (closed with it)."""
     ctx = ApiContext(settings=settings, key=key, client=client)
     ctx.metrics.watch(client.store)
     routes: list[BaseRoute] = [*health.routes(ctx)]
@@ -85,6 +154,9 @@ def create_app(settings: Settings, key: str, client: MediaClient) -> Starlette:
         client.close()
 
     app = Starlette(routes=routes, exception_handlers={ApiError: _api_error}, lifespan=lifespan)
+    known = frozenset(route.path for route in routes if isinstance(route, Route))
+    app.add_middleware(ShapedErrors)
     app.add_middleware(KeyGuard, key=key)
-    app.add_middleware(CountRequests, metrics=ctx.metrics)  # outermost: refusals count too
+    app.add_middleware(HostGuard, loopback=is_loopback(host))
+    app.add_middleware(CountRequests, metrics=ctx.metrics, known=known)  # refusals count too
     return app

@@ -10,11 +10,8 @@ request was sent to (`check_host_and_origin`).
 
 from __future__ import annotations
 
-import contextlib
 import hmac
-import ipaddress
 import json
-import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,7 @@ from typing import Any
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 
-from workers.listen import ListenError, is_loopback, resolve_secret
+from workers.listen import ListenError, host_allowed, is_loopback, machine_names, resolve_secret
 from workers.mcp.proxy import Proxy
 
 Scope = MutableMapping[str, Any]
@@ -50,12 +47,14 @@ def resolve_token(home: Path, given: str | None, host: str) -> str:
 
 
 def require_bearer(app: ASGIApp, token: str) -> ASGIApp:
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):
+            scheme, _, value = given.partition(b" ")
+            # The scheme is case-insensitive (RFC 7235), as `serve` takes it.
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), expected):
                 body = json.dumps({"error": "missing or wrong bearer token"}).encode()
                 await send(
                     {
@@ -87,41 +86,6 @@ def security_for(host: str, port: int) -> TransportSecuritySettings:
     )
 
 
-def machine_names() -> frozenset[str]:
-    """The names of this machine a client may use off loopback (lower case)."""
-    names = {"localhost", socket.gethostname().lower()}
-    with contextlib.suppress(OSError):
-        names.add(socket.getfqdn().lower())
-    return frozenset(name for name in names if name)
-
-
-def split_host(value: str) -> tuple[str, str] | None:
-    """A Host header as (host, port); None when it is not `host[:port]`."""
-    if value.startswith("["):
-        inside, sep, rest = value[1:].partition("]")
-        if not sep or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
-            return None
-        return inside, rest[1:]
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        return value, ""
-    return (host, port) if port.isdigit() and ":" not in host else None
-
-
-def host_names_machine(value: str, names: frozenset[str]) -> bool:
-    """An IP address literal (an address of this machine, or one a NAT or a published
-    container port forwards from), or one of this machine's names; any port."""
-    parts = split_host(value.strip().lower())
-    if parts is None or not parts[0]:
-        return False
-    host = parts[0]
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return host.rstrip(".") in names
-    return True
-
-
 def check_host_and_origin(app: ASGIApp, names: frozenset[str] | None = None) -> ASGIApp:
     """Off loopback: the Host must name this machine (421), and an Origin, when a browser
     sends one, must be the origin the request was sent to (403). DNS rebinding needs a name
@@ -135,7 +99,7 @@ def check_host_and_origin(app: ASGIApp, names: frozenset[str] | None = None) -> 
             host = headers.get(b"host", b"").decode("latin-1")
             origin = headers.get(b"origin")
             refusal = None
-            if not host_names_machine(host, known):
+            if not host_allowed(host, known, addresses=True):
                 refusal = 421, "Invalid Host header"
             elif origin is not None and not _same_origin(origin.decode("latin-1"), host):
                 refusal = 403, "Invalid Origin header"
