@@ -144,7 +144,7 @@ def processor_version(*parts: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _private_folders(root: Path, folder: Path) -> None:
+def private_folders(root: Path, folder: Path) -> None:
     """mkdir -p where every created level is 0700 (`parents=True` ignores the mode)."""
     for level in [*reversed(folder.relative_to(root).parents), folder.relative_to(root)]:
         (root / level).mkdir(mode=0o700, parents=level == Path("."), exist_ok=True)
@@ -181,7 +181,7 @@ class Sidecars:
 
     def write(self, envelope: Envelope) -> Path:
         target = self.path(envelope.key)
-        _private_folders(self.root, target.parent)
+        private_folders(self.root, target.parent)
         tmp = target.parent / f".tmp-{secrets.token_hex(8)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:

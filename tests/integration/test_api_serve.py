@@ -11,6 +11,7 @@ import pytest
 from openai import OpenAI
 
 from tests.integration.conftest import Cluster
+from tests.support.factories import wav_bytes
 from tests.support.serve import serve
 
 pytestmark = pytest.mark.integration
@@ -202,3 +203,20 @@ def test_hostile_requests_leave_metrics_bounded_and_get_shaped_answers(cluster: 
                     assert answer.headers["x-request-id"] in error["message"]
                     assert "Traceback" not in answer.text
             assert http.get(f"{served.url}/v1/models", headers=auth).status_code == 200
+
+
+def test_an_upload_that_is_the_homes_first_write_makes_private_folders(cluster: Cluster) -> None:
+    with serve(cluster) as served:
+        assert not (cluster.home / "cache").exists()
+        httpx2.post(
+            f"{served.url}/v1/audio/transcriptions",
+            headers={"Authorization": f"Bearer {served.key}"},
+            files={"file": ("note.wav", wav_bytes(), "audio/wav")},
+            data={"model": "whisper-1"},
+            timeout=30,
+        )
+        made = [cluster.home / "cache", *(cluster.home / "cache").rglob("*")]
+        folders = [p for p in made if p.is_dir()]
+        assert folders and all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in folders), [
+            (p, oct(p.stat().st_mode)) for p in folders
+        ]

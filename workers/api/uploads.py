@@ -18,6 +18,7 @@ from starlette.requests import Request
 
 from pipelines.cache import BlobError
 from pipelines.media import MarkerReason, MediaKind, StoredBlob
+from pipelines.results import private_folders
 from workers.api.errors import ApiError
 from workers.settings import Settings
 
@@ -49,8 +50,10 @@ class _Part:
 class _Upload:
     """The file part, written under the cache folder while it arrives."""
 
-    def __init__(self, folder: Path, limit: int) -> None:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    def __init__(self, home: Path, folder: Path, limit: int) -> None:
+        # Every level this makes is 0700 (`cache/` too when an upload is the home's first
+        # write): `mkdir(parents=True)` gives the parents the default mode.
+        private_folders(home, folder)
         self.path = folder / f".upload-{secrets.token_hex(8)}"
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         self.file: BinaryIO = os.fdopen(fd, "wb")
@@ -121,7 +124,7 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
                 failure.append(ApiError(400, "send one file", param=file_field))
                 return
             form.filename = part.filename or ""
-            upload = _Upload(settings.cache_root / "uploads", limit)
+            upload = _Upload(settings.home, settings.cache_root / "uploads", limit)
 
     def on_part_data(data: bytes, start: int, end: int) -> None:
         if failure:
