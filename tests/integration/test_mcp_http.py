@@ -79,19 +79,9 @@ def test_requests_without_the_token_are_refused(
 
 def test_the_bearer_scheme_is_case_insensitive(http_door: tuple[str, str]) -> None:
     url, token = http_door
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
     for scheme in ("bearer", "BEARER"):
         headers = {"Authorization": f"{scheme} {token}", "Accept": ACCEPT}
-        response = httpx2.post(url, json=body, headers=headers, timeout=10)
+        response = httpx2.post(url, json=INITIALIZE, headers=headers, timeout=10)
         assert response.status_code == 200, (scheme, response.status_code, response.text[:200])
 
 
@@ -184,6 +174,16 @@ def test_a_busy_port_is_refused_in_one_line(cluster: Cluster) -> None:
 
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 ACCEPT = "application/json, text/event-stream"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    },
+}
 
 
 def test_a_loopback_bind_refuses_a_foreign_host(http_door: tuple[str, str]) -> None:
@@ -238,18 +238,7 @@ def test_a_wildcard_bind_with_a_token_serves_the_machine_addresses(cluster: Clus
 
         anyio.run(scenario)
 
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "probe", "version": "1"},
-            },
-        }
-
-        def post(body: object = initialize, **headers: str) -> int:
+        def post(body: object = INITIALIZE, **headers: str) -> int:
             sent = {"Authorization": f"Bearer {token}", "Accept": ACCEPT, **headers}
             return httpx2.post(url, json=body, headers=sent, timeout=30).status_code
 
@@ -259,7 +248,7 @@ def test_a_wildcard_bind_with_a_token_serves_the_machine_addresses(cluster: Clus
         assert post(Origin="http://evil.example") == 403
         assert post(Host=f"evil.example:{port}", Origin=f"http://evil.example:{port}") == 421
         padding = "x" * (4 * 1024 * 1024 + 1)
-        assert post({**initialize, "params": {"_pad": padding}}) == 413
+        assert post({**INITIALIZE, "params": {"_pad": padding}}) == 413
         unauthenticated = httpx2.post(url, json=TOOLS_LIST, headers={"Accept": ACCEPT}, timeout=10)
         assert unauthenticated.status_code == 401
     finally:
