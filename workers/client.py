@@ -68,14 +68,22 @@ class MediaClient(JobGateway):
         self._announced: dict[Capability, tuple[float, dict[str, Any] | None]] = {}
 
     @classmethod
-    def connect(cls, settings: Settings | None = None, url: str | None = None) -> MediaClient:
-        """A client of `url`, else of MCP_MEDIA_REDIS_URL or the embedded broker."""
+    def connect(
+        cls,
+        settings: Settings | None = None,
+        url: str | None = None,
+        storage: Storage | None = None,
+    ) -> MediaClient:
+        """A client of `url`, else of MCP_MEDIA_REDIS_URL or the embedded broker. `storage`
+        is one the caller has checked; without it the settings' storage is opened and
+        checked here."""
         from workers.broker import broker_url
         from workers.celery_app import base_app
 
         settings = settings or Settings()
-        storage = open_storage(settings)
-        storage.blobs.check()
+        if storage is None:
+            storage = open_storage(settings)
+            storage.blobs.check()
         url = url or broker_url(settings.home, settings.redis_url).url
         store = redis_store(settings, url, storage)
         return cls(settings, base_app(settings, url), store, storage)

@@ -16,6 +16,7 @@ from workers.settings import Settings
 
 if TYPE_CHECKING:
     from workers.client import JobHandle, MediaClient
+    from workers.storage import Storage
 
 EXIT_USAGE = 2
 
@@ -89,20 +90,27 @@ def say(line: str) -> None:
     sys.stderr.write(f"mcp-media: {line}\n")
 
 
-def check_storage(settings: Settings) -> None:
+def check_storage(settings: Settings) -> Storage:
     """What nodes share besides Redis: a missing bucket or refused credentials is one line
-    now, not a failed job later."""
+    now, not a failed job later. Returns the checked storage, for the client to reuse."""
     from workers.storage import open_storage
 
-    open_storage(settings).blobs.check()
+    storage = open_storage(settings)
+    storage.blobs.check()
+    return storage
 
 
 def broker_for(settings: Settings) -> str:
-    """The broker URL for a command; says so once when this call started the embedded one
-    (it keeps running after the command, for the next one: `mcp-media down` stops it)."""
+    """The broker URL for a command, the shared storage checked first."""
+    check_storage(settings)
+    return _broker(settings)
+
+
+def _broker(settings: Settings) -> str:
+    """The broker URL; says so once when this call started the embedded one (it keeps
+    running after the command, for the next one: `mcp-media down` stops it)."""
     from workers.broker import checked_broker
 
-    check_storage(settings)
     broker = checked_broker(settings)
     if broker.started:
         say(
@@ -114,7 +122,8 @@ def broker_for(settings: Settings) -> str:
 def connect_client(settings: Settings) -> MediaClient:
     from workers.client import MediaClient
 
-    return MediaClient.connect(settings, broker_for(settings))
+    storage = check_storage(settings)  # checked once, and handed to the client
+    return MediaClient.connect(settings, _broker(settings), storage)
 
 
 def run_jobs(
