@@ -89,6 +89,11 @@ def test_login_attempts_are_limited_per_client_and_the_right_key_waits_too(
         assert "too many attempts" in limited.text
         right = http.post("/login", data={"key": served.key})
         assert right.status_code == 429 and COOKIE not in right.headers.get("set-cookie", "")
+        # A client cannot name another address of its own: no proxy is trusted by default.
+        spoofed = http.post(
+            "/login", data={"key": "x" * 20}, headers={"X-Forwarded-For": "10.1.2.3"}
+        )
+        assert spoofed.status_code == 429
 
         # Another client is not held back, and its login frees nobody else.
         assert log_in(other, served.key)
@@ -105,3 +110,20 @@ def test_the_session_table_stays_bounded_after_many_logins(cluster: Cluster) -> 
         metrics = http.get("/metrics", headers=auth).text
         assert "mcp_media_page_sessions 3.0" in metrics
         assert "mcp_media_page_login_clients 1.0" in metrics
+
+
+def test_behind_a_trusted_proxy_clients_are_told_apart_and_https_makes_the_cookie_secure(
+    cluster: Cluster,
+) -> None:
+    with (
+        serve(cluster, MCP_MEDIA_API__TRUSTED_PROXIES="127.0.0.1") as served,
+        client(served) as proxy,
+    ):
+        first = {"X-Forwarded-For": "198.51.100.7", "X-Forwarded-Proto": "https"}
+        second = {"X-Forwarded-For": "198.51.100.8", "X-Forwarded-Proto": "https"}
+        for _ in range(30):
+            assert proxy.post("/login", data={"key": "y" * 20}, headers=first).status_code == 401
+        assert proxy.post("/login", data={"key": "y" * 20}, headers=first).status_code == 429
+        good = proxy.post("/login", data={"key": served.key}, headers=second)
+        assert good.status_code == 303
+        assert "Secure" in good.headers["set-cookie"]
