@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 export MCP_MEDIA_HOME ?= $(CURDIR)/.home
 
-.PHONY: install run test test-faults test-unit soak fuzz lint format bench models clean
+.PHONY: install run test test-faults test-unit soak hostile fuzz lint format bench models clean
 
 install: $(STAMP)
 
@@ -33,6 +33,11 @@ test-faults: $(STAMP)
 ROUNDS ?= 10
 soak: $(STAMP)
 	$(BIN)/python -m tests.faults.soak --rounds $(ROUNDS)
+
+# Hostile requests on serve and the MCP door (COUNT of each kind): figures, no assertions.
+COUNT ?= 10000
+hostile: $(STAMP)
+	$(BIN)/python -m tests.faults.hostile --count $(COUNT)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -m unit

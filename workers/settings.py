@@ -146,6 +146,11 @@ class ApiSettings(BaseModel):
     # OpenAI voice names (alloy, echo, ...) -> prepared voice folders; unnamed ones: tts.voice.
     voices: dict[str, str] = Field(default_factory=dict)
     max_speech_request_kb: int = Field(default=256, ge=1)  # JSON body of /v1/audio/speech
+    # Jobs-page logins held at once (each lives 7 days); past it the oldest is logged out.
+    page_sessions: int = Field(default=1000, ge=1)
+    # Reverse proxies whose X-Forwarded-For/-Proto are believed (addresses or networks,
+    # comma-separated). Unset: none, so a client cannot name its own address (the login limit).
+    trusted_proxies: str = ""
 
 
 class StoreSettings(BaseModel):

@@ -43,5 +43,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=5,  # open event streams (the jobs page) end on stop
+        proxy_headers=bool(settings.api.trusted_proxies),  # uvicorn trusts loopback by default
+        forwarded_allow_ips=settings.api.trusted_proxies or None,
     )
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 from urllib.parse import quote
 
+from prometheus_client import Gauge
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import (
@@ -26,7 +27,8 @@ from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.api.page import views
 from workers.api.page.board import Board
-from workers.api.page.session import CSRF_FIELD, Session
+from workers.api.page.session import COOKIE, CSRF_FIELD, Gate
+from workers.api.page.sessions import SessionTable
 from workers.api.page.stream import Hub, stream
 
 _CSP = (
@@ -74,7 +76,8 @@ async def on_cluster(
 
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:
-    session = Session(ctx.key)
+    gate = Gate(ctx.key, SessionTable(ctx.settings.api.page_sessions))
+    _watch(ctx, gate)
     client = ctx.client
     assert client is not None, "create_app gives the context its client"
     board = Board(ctx.settings, client)
@@ -82,7 +85,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
     async def cluster(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         return await on_cluster(client.unavailable, call, *args, **kwargs)
 
-    hub = Hub(board, session.csrf)
+    hub = Hub(board)
 
     async def form(request: Request) -> dict[str, str]:
         if int(request.headers.get("content-length") or 0) > MAX_FORM_BYTES:
@@ -91,7 +94,8 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         return {k: v for k, v in data.items() if isinstance(v, str)}
 
     async def index(request: Request) -> Response:
-        if not session.logged_in(request):
+        session = gate.current(request)
+        if session is None:
             return RedirectResponse("/login", status_code=303)
         query = request.query_params.get("q", "").strip()[:200]
         found, error = None, None
@@ -108,37 +112,43 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         return HTMLResponse(html, headers=_HEADERS, status_code=400 if error else 200)
 
     async def login_form(request: Request) -> Response:
-        if session.logged_in(request):
+        if gate.current(request) is not None:
             return RedirectResponse("/", status_code=303)
         return HTMLResponse(views.login_page(), headers=_LOGIN_HEADERS)
 
     async def login(request: Request) -> Response:
-        session.check_origin(request)
+        gate.check_origin(request)
+        wait = gate.wait_before_login(request)  # before the key: the right one waits too
+        if wait:
+            page = views.login_page(f"too many attempts: try again in {wait} s")
+            headers = {**_LOGIN_HEADERS, "Retry-After": str(wait)}
+            return HTMLResponse(page, status_code=429, headers=headers)
         given = (await form(request)).get("key", "")
-        if not given or not session.key_matches(given):
+        if not given or not gate.key_matches(given):
             page = views.login_page("wrong key" if given else "enter the key")
             return HTMLResponse(page, status_code=401, headers=_LOGIN_HEADERS)
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(**session.cookie_args(request))  # type: ignore[arg-type]
+        response.set_cookie(**gate.cookie_args(request, gate.table.open()))  # type: ignore[arg-type]
         return response
 
     async def logout(request: Request) -> Response:
         fields = await form(request)
-        session.check_action(request, fields.get(CSRF_FIELD))
+        session = gate.check_action(request, fields.get(CSRF_FIELD))
+        gate.table.close(session.cookie)
         response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie("mcp_media_page", path="/", httponly=True, samesite="strict")
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
 
     async def events(request: Request) -> Response:
-        session.require(request)
+        session = gate.require(request)
         return StreamingResponse(
-            stream(hub),
+            stream(hub, session.csrf),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
     async def static(request: Request) -> Response:
-        session.require(request)
+        gate.require(request)
         found = _STATIC.get(request.path_params["name"])
         if found is None:
             raise ApiError(404, "no such asset")
@@ -146,7 +156,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         return Response(body, media_type=kind, headers=_HEADERS)
 
     async def media(request: Request) -> Response:
-        session.require(request)
+        gate.require(request)
         sha256 = request.path_params["sha256"]
         path = await run_in_threadpool(board.media_path, sha256)
         if path is None:
@@ -166,7 +176,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
     def action(do: Callable[[dict[str, str]], str]) -> Handler:
         async def handle(request: Request) -> Response:
             fields = await form(request)
-            session.check_action(request, fields.get(CSRF_FIELD))
+            gate.check_action(request, fields.get(CSRF_FIELD))
             message = await cluster(do, fields)
             hub.poke()
             if "application/json" in request.headers.get("accept", ""):
@@ -214,6 +224,17 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
             methods=["POST"],
         ),
     ]
+
+
+def _watch(ctx: ApiContext, gate: Gate) -> None:
+    """/metrics shows both tables stay bounded."""
+    registry = ctx.metrics.registry
+    held = Gauge("mcp_media_page_sessions", "Jobs-page sessions held", registry=registry)
+    held.set_function(lambda: len(gate.table))
+    tried = Gauge(
+        "mcp_media_page_login_clients", "Clients with login attempts on record", registry=registry
+    )
+    tried.set_function(lambda: len(gate.limiter))
 
 
 def _media_type(path: Path) -> str:

@@ -1,51 +1,54 @@
-"""The page's login: a cookie derived from the API key, and a CSRF token for every action.
+"""The page's login: a random session per login, a CSRF token per session, attempts limited.
 
-The cookie holds an HMAC of the key, never the key: it cannot be replayed as a bearer key on
-/v1. It is HttpOnly and SameSite=Strict (Secure behind https). Every action also needs the
-CSRF token (in the `X-CSRF-Token` header or a `csrf` form field), and a request whose Origin
-names another site is refused. Rotating the key logs every browser out.
+The cookie holds a random session id (see `sessions`), never the key nor anything derived
+from it: it cannot be replayed as a bearer key on /v1, differs for every login and names
+nothing once its owner logs out. It is HttpOnly, SameSite=Strict, Path=/ (Secure behind
+https) and lasts as long as the session. Every action also needs that session's CSRF token
+(in the `X-CSRF-Token` header or a `csrf` form field), and a request whose Origin names
+another site is refused. Login attempts are limited per client (see `limiter`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
 from workers.api.errors import ApiError
+from workers.api.page.limiter import LoginLimiter
+from workers.api.page.sessions import PageSession, SessionTable
 
 COOKIE = "mcp_media_page"
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf"
-COOKIE_MAX_AGE = 7 * 24 * 3600
 
 
-def _derive(key: str, purpose: str) -> str:
-    return hmac.new(
-        key.encode(), f"mcp-media page {purpose} v1".encode(), hashlib.sha256
-    ).hexdigest()
+class Gate:
+    """What the key lets a browser do: open a session, hold its cookie, sign its actions."""
 
-
-class Session:
-    """What the key lets a browser do: hold the cookie, sign actions with the token."""
-
-    def __init__(self, key: str) -> None:
+    def __init__(
+        self, key: str, table: SessionTable | None = None, limiter: LoginLimiter | None = None
+    ) -> None:
         self.key = key
-        self.cookie_value = _derive(key, "session")
-        self.csrf = _derive(key, "csrf")
+        self.table = table if table is not None else SessionTable()
+        self.limiter = limiter if limiter is not None else LoginLimiter()
+
+    def wait_before_login(self, request: Request) -> int:
+        """Spend one login attempt of this client: 0, or the seconds it must wait first."""
+        return self.limiter.take(request.client.host if request.client else None)
 
     def key_matches(self, given: str) -> bool:
         return hmac.compare_digest(given.strip().encode(), self.key.encode())
 
-    def logged_in(self, request: Request) -> bool:
-        given = request.cookies.get(COOKIE, "")
-        return bool(given) and hmac.compare_digest(given.encode(), self.cookie_value.encode())
+    def current(self, request: Request) -> PageSession | None:
+        return self.table.get(request.cookies.get(COOKIE, ""))
 
-    def require(self, request: Request) -> None:
-        if not self.logged_in(request):
+    def require(self, request: Request) -> PageSession:
+        session = self.current(request)
+        if session is None:
             raise ApiError(401, "log in on the jobs page first (/login)", code="not_logged_in")
+        return session
 
     def check_origin(self, request: Request) -> None:
         """A browser names the page that sent a POST: it must be this one."""
@@ -55,19 +58,20 @@ class Session:
         if urlsplit(origin).netloc != request.headers.get("host", ""):
             raise ApiError(403, f"cross-site request refused (Origin {origin[:100]})", code="csrf")
 
-    def check_action(self, request: Request, form_token: str | None) -> None:
-        """An action needs the cookie, this site as Origin, and the CSRF token."""
-        self.require(request)
+    def check_action(self, request: Request, form_token: str | None) -> PageSession:
+        """An action needs a live session, this site as Origin, and that session's token."""
+        session = self.require(request)
         self.check_origin(request)
         given = request.headers.get(CSRF_HEADER) or form_token or ""
-        if not hmac.compare_digest(given.encode(), self.csrf.encode()):
+        if not hmac.compare_digest(given.encode(), session.csrf.encode()):
             raise ApiError(403, "missing or wrong CSRF token: reload the page", code="csrf")
+        return session
 
-    def cookie_args(self, request: Request) -> dict[str, object]:
+    def cookie_args(self, request: Request, session: PageSession) -> dict[str, object]:
         return {
             "key": COOKIE,
-            "value": self.cookie_value,
-            "max_age": COOKIE_MAX_AGE,
+            "value": session.cookie,
+            "max_age": int(self.table.lifetime),
             "path": "/",
             "httponly": True,
             "samesite": "strict",

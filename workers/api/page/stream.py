@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -33,9 +34,13 @@ Parts = dict[str, str]
 
 
 class Hub:
-    def __init__(self, board: Board, csrf: str) -> None:
+    """Renders the live parts once for every open page. Each session has its own CSRF token,
+    so the parts carry a random stand-in (content cannot guess it) that each page's stream
+    replaces with its session's token."""
+
+    def __init__(self, board: Board) -> None:
         self.board = board
-        self.csrf = csrf
+        self.stand_in = secrets.token_hex(16)
         self.latest: Parts | None = None
         self._subscribers: set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Parts]]] = set()
         self._lock = threading.Lock()
@@ -92,7 +97,7 @@ class Hub:
                     dirty = True
                 now = time.monotonic()
                 if (dirty and now - last >= MIN_GAP) or now >= next_full:
-                    parts = views.fragments(self.board.snapshot(), self.csrf)
+                    parts = views.fragments(self.board.snapshot(), self.stand_in)
                     dirty, last, next_full = False, now, now + REFRESH
                     if parts != self.latest:
                         self._publish(parts)
@@ -108,7 +113,7 @@ def _put_latest(queue: asyncio.Queue[Parts], parts: Parts) -> None:
     queue.put_nowait(parts)
 
 
-async def stream(hub: Hub) -> AsyncIterator[str]:
+async def stream(hub: Hub, csrf: str) -> AsyncIterator[str]:
     entry = hub.subscribe()
     loop, queue = entry
     sent: Parts = {}
@@ -123,7 +128,8 @@ async def stream(hub: Hub) -> AsyncIterator[str]:
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
-            changed = {k: v for k, v in parts.items() if sent.get(k) != v}
+            mine = {k: v.replace(hub.stand_in, csrf) for k, v in parts.items()}
+            changed = {k: v for k, v in mine.items() if sent.get(k) != v}
             if changed:
                 sent.update(changed)
                 yield f"event: parts\ndata: {json.dumps(changed)}\n\n"
