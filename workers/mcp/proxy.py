@@ -67,6 +67,7 @@ class Proxy:
         }
         self.prefixed = len(self.upstreams) > 1
         self._resource_owner: dict[str, str] = {}
+        self._tool_names: dict[str, frozenset[str]] = {}  # each upstream's, as last listed
         self._link_mimes: OrderedDict[str, str] = OrderedDict()  # links handed out: their MIME
         # Downstream sessions, for list-changed notifications: held weakly, so a session the
         # transport ended (DELETE, idle timeout, a client gone) is not kept alive here.
@@ -140,6 +141,7 @@ class Proxy:
         tools: list[types.Tool] = []
         for upstream, client in await self._each():
             listed = await self._pages(upstream, client.list_tools, "tools")
+            self._tool_names[upstream.name] = frozenset(tool.name for tool in listed)
             tools += [
                 tool.model_copy(update={"name": self._public(upstream.name, tool.name)})
                 for tool in listed
@@ -188,7 +190,7 @@ class Proxy:
             if exc.code != types.CONNECTION_CLOSED:
                 upstream.succeeded()  # it answered
                 raise  # the upstream's own error, as it sent it
-            upstream.broken(exc.message)
+            self._broken(upstream, exc.message)
             return error_result(
                 f"upstream {upstream.name!r} stopped while running {name!r} ({exc.message}); "
                 "it is started again on the next call"
@@ -223,13 +225,18 @@ class Proxy:
                     self._link_mimes.popitem(last=False)
 
     async def _upstream_has(self, routed: tuple[Upstream, str]) -> bool:
+        """Whether the upstream has a tool of that name: from its last listing, so an own
+        tool is not held up by an upstream busy with a long answer; asked if never listed."""
         upstream, name = routed
-        try:
-            client = await upstream.session()
-            listed = await client.list_tools()
-        except (UpstreamDown, MCPError):
-            return False
-        return any(tool.name == name for tool in listed.tools)
+        known = self._tool_names.get(upstream.name)
+        if known is None:
+            try:
+                client = await upstream.session()
+                listed = await self._pages(upstream, client.list_tools, "tools")
+            except (UpstreamDown, MCPError):
+                return False
+            known = self._tool_names[upstream.name] = frozenset(tool.name for tool in listed)
+        return name in known
 
     # resources
 
@@ -335,8 +342,12 @@ class Proxy:
             return await call
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                upstream.broken(exc.message)
+                self._broken(upstream, exc.message)
             raise
+
+    def _broken(self, upstream: Upstream, why: str) -> None:
+        self._tool_names.pop(upstream.name, None)  # a restarted upstream may list others
+        upstream.broken(why)
 
     async def _upstream_message(self, name: str, message: Any) -> None:
         """Forward an upstream's list changes to our clients: as an event on their
@@ -346,6 +357,8 @@ class Proxy:
         send, event = _CHANGES.get(method, (None, None))
         if send is None or event is None:
             return
+        if event is ToolsListChanged:
+            self._tool_names.pop(name, None)
         await self._events.publish(event())
         for session in list(self._sessions):
             try:
