@@ -27,11 +27,13 @@ INLINE_IDLE = {"mode": "inline", "queues": {q: {"waiting": 0} for q in ("vision"
 
 
 @contextmanager
-def mcp_door(cluster: Cluster, **env: str) -> Iterator[tuple[str, str]]:
+def mcp_door(
+    cluster: Cluster, command: str = "mcp", *upstream: str, **env: str
+) -> Iterator[tuple[str, str]]:
     port = free_port()
     log = Path(cluster.home) / "mcp-http.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = ["mcp", "--inline", "--http", f"127.0.0.1:{port}"]
+    argv = [command, "--inline", "--http", f"127.0.0.1:{port}", *upstream]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "workers.cli.main", *argv],
@@ -314,3 +316,27 @@ def test_sessions_are_capped_closed_on_delete_and_after_idling(cluster: Cluster)
                  "Mcp-Session-Id": opened[1].headers["mcp-session-id"],
                  "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
         assert httpx2.post(url, json=TOOLS_LIST, headers=stale, timeout=30).status_code == 404
+
+
+def test_a_client_that_disconnects_cancels_the_upstream_call(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    upstream = ["--", sys.executable, "-m", "tests.support.raw_upstream", str(tmp_path)]
+    with mcp_door(cluster, "proxy", *upstream) as (url, token):
+        opened = _open_session(url, token)
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "Mcp-Protocol-Version": "2025-06-18",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        httpx2.post(url, json=initialized, headers=headers, timeout=30)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "silent", "arguments": {}}}  # fmt: skip
+        with pytest.raises(httpx2.ReadTimeout):  # the client gives up and hangs up
+            httpx2.post(url, json=call, headers=headers, timeout=3)
+        give_up = time.monotonic() + 120  # bounds a hang
+        while not list(tmp_path.glob("cancelled-*")) and time.monotonic() < give_up:
+            time.sleep(0.2)
+        assert list(tmp_path.glob("cancelled-*")), "the upstream was never told"

@@ -28,17 +28,22 @@ def valid_id(value: Any) -> bool:
 
 def rejection(raw: bytes | str) -> types.JSONRPCError | None:
     """The error owed to a client message the SDK would not answer, or None."""
+    return read_message(raw)[1]
+
+
+def read_message(raw: bytes | str) -> tuple[Any, types.JSONRPCError | None]:
+    """A client message decoded, and the error it is owed if the SDK would not answer it."""
     try:
         message = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        return _error(types.PARSE_ERROR, f"Parse error: {' '.join(str(exc).split())[:200]}")
+        reason = " ".join(str(exc).split())[:200]
+        return None, _error(types.PARSE_ERROR, f"Parse error: {reason}")
     if not isinstance(message, dict):
-        return _error(types.INVALID_REQUEST, "Invalid Request: expected one JSON-RPC object")
+        return message, _error(types.INVALID_REQUEST, "Invalid Request: expected one object")
     if "id" in message and not valid_id(message["id"]):
-        return _error(
-            types.INVALID_REQUEST, "Invalid Request: the id must be a string or an integer"
-        )
-    return None
+        reason = "Invalid Request: the id must be a string or an integer"
+        return message, _error(types.INVALID_REQUEST, reason)
+    return message, None
 
 
 def _error(code: int, message: str) -> types.JSONRPCError:

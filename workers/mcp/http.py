@@ -12,22 +12,14 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
 from mcp.server.transport_security import TransportSecuritySettings
 
 from workers.listen import ListenError, host_allowed, is_loopback, machine_names, resolve_secret
-from workers.mcp.envelope import rejection
+from workers.mcp.http_requests import ASGIApp, Receive, Scope, Send, guard_requests
 from workers.mcp.proxy import Proxy
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 TOKEN_FILE = "mcp-token"  # noqa: S105 - a file name, not a secret
@@ -73,50 +65,6 @@ def require_bearer(app: ASGIApp, token: str) -> ASGIApp:
         await app(scope, receive, send)
 
     return guarded
-
-
-def reject_invalid_ids(app: ASGIApp, max_body: int) -> ASGIApp:
-    """A POST whose body is a request with an invalid id gets 400 and the error.
-    The body (up to `max_body`; a larger one goes on to the SDK's own 413) is replayed."""
-
-    async def checked(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") != "POST":
-            await app(scope, receive, send)
-            return
-        held: list[Any] = []
-        size = 0
-        while True:
-            event = await receive()
-            held.append(event)
-            size += len(event.get("body", b""))
-            if event["type"] != "http.request" or not event.get("more_body") or size > max_body:
-                break
-        complete = held[-1]["type"] == "http.request" and not held[-1].get("more_body")
-        if complete:
-            body = b"".join(e.get("body", b"") for e in held)
-            refused = rejection(body) if body.strip() else None
-            if refused is not None and refused.error.code == types.INVALID_REQUEST:
-                await _send_json(send, 400, refused)
-                return  # parse errors: the SDK's own 400 says it
-
-        async def replay() -> Any:
-            return held.pop(0) if held else await receive()
-
-        await app(scope, replay, send)
-
-    return checked
-
-
-async def _send_json(send: Send, status: int, error: types.JSONRPCError) -> None:
-    body = error.model_dump_json(by_alias=True).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json")],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 def security_for(host: str, port: int) -> TransportSecuritySettings:
@@ -180,7 +128,7 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
         session_idle_timeout=proxy.limits.session_idle_timeout,
         max_sessions=proxy.limits.max_sessions,  # past it: 503 with a JSON-RPC error
     )
-    answered = reject_invalid_ids(app, MAX_BODY_BYTES)
+    answered = guard_requests(app, MAX_BODY_BYTES)
     checked: ASGIApp = answered if is_loopback(host) else check_host_and_origin(answered)
     config = uvicorn.Config(
         require_bearer(checked, token), host=host, port=port, log_level="warning", lifespan="on"
