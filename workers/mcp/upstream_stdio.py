@@ -4,10 +4,11 @@ The SDK's stdio client re-splits its whole buffer on each 64 KiB read (a 60 MB l
 minutes) and drops a line it cannot parse, leaving the request it answered waiting forever.
 Here the upstream's stdout is split scanning only new bytes; a message over the cap is
 discarded as it streams by (never buffered whole); a large line is parsed in a worker
-thread; and a line that cannot be used settles its request with a JSON-RPC error. Its id is
-read from the line's first bytes (servers write `id` before `result`); failing that, the
-only request in flight is the one it answered. With several in flight and no id, none is
-guessed: the per-call timeout settles them. Spawning and shutdown are the SDK's own.
+thread; and a response that cannot be used settles its request with a JSON-RPC error. Its
+id is read from the line's first bytes (servers write `id` before `result`); failing that,
+the only request in flight is the one it answered. With several in flight and no id, none
+is guessed: the per-call timeout settles them. A line that is no response (a stray log
+line) settles nothing. Spawning and shutdown are the SDK's own.
 """
 
 from __future__ import annotations
@@ -98,16 +99,30 @@ class LineSplitter:
         return out
 
 
-def leading_id(data: bytes) -> types.RequestId | None:
-    """The `id` member of the JSON object `data` starts with, read from its first
-    ID_SCAN_BYTES without parsing nested values (which may be what made it unusable)."""
+@dataclass(frozen=True, slots=True)
+class Head:
+    """What the first bytes of a line say about it: its top-level keys and its id."""
+
+    keys: frozenset[bytes]
+    id: types.RequestId | None
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.keys & {b"result", b"error"}) and b"method" not in self.keys
+
+
+def read_head(data: bytes) -> Head:
+    """The top-level keys and `id` of the JSON object `data` starts with, read from its
+    first ID_SCAN_BYTES without parsing nested values (which may be what made it unusable)."""
     depth = 0
+    keys: set[bytes] = set()
+    found: types.RequestId | None = None
     key: bytes | None = None
     after_colon = False
     for match in _TOKEN.finditer(data, 0, ID_SCAN_BYTES):
         token = match.group()
         if token == b'"':
-            return None  # a string cut off by the scan window
+            break  # a string cut off by the scan window
         if token in (b"{", b"["):
             if depth == 1 and after_colon:
                 key, after_colon = None, False
@@ -115,7 +130,7 @@ def leading_id(data: bytes) -> types.RequestId | None:
         elif token in (b"}", b"]"):
             depth -= 1
             if depth <= 0:
-                return None
+                break
         elif depth != 1:
             continue
         elif token == b":":
@@ -123,12 +138,13 @@ def leading_id(data: bytes) -> types.RequestId | None:
         elif token == b",":
             key, after_colon = None, False
         elif after_colon:
-            if key == b'"id"':
-                return _id_value(token)
+            if key == b"id":
+                found = _id_value(token)
             key, after_colon = None, False
-        else:
-            key = token
-    return None
+        elif token.startswith(b'"'):
+            key = token[1:-1]
+            keys.add(key)
+    return Head(frozenset(keys), found)
 
 
 def _id_value(token: bytes) -> types.RequestId | None:
@@ -161,6 +177,9 @@ class _InFlight:
     def answered(self, request_id: Any) -> None:
         if valid_id(request_id):
             self._ids.pop(request_id, None)
+
+    def has(self, request_id: types.RequestId | None) -> bool:
+        return request_id is not None and request_id in self._ids
 
     def only(self) -> types.RequestId | None:
         return next(iter(self._ids)) if len(self._ids) == 1 else None
@@ -216,12 +235,15 @@ class _Reader:
             self.in_flight.answered(message.id)
         return SessionMessage(message)
 
-    def _settle(self, head: bytes, why: str) -> SessionMessage | None:
-        request_id = leading_id(head)
-        if request_id is None:
-            request_id = self.in_flight.only()
-        if request_id is None:
-            return None  # several in flight, none named: their timeouts settle them
+    def _settle(self, data: bytes, why: str) -> SessionMessage | None:
+        """The error for the request an unusable line answered, if it is known: the line
+        must read as a response (a top-level `result` or `error`, no `method`: not a log
+        line, not the upstream's own request), to a request in flight, named by its id or
+        else the only one."""
+        head = read_head(data)
+        request_id = head.id if head.id is not None else self.in_flight.only()
+        if not head.is_response or not self.in_flight.has(request_id):
+            return None  # several in flight, none named: the call timeout settles them
         self.in_flight.answered(request_id)
         error = types.ErrorData(code=types.INTERNAL_ERROR, message=why)
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
