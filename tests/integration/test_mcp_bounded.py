@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.integration.conftest import ROOT, Cluster
+from tests.integration.test_mcp_http import INITIALIZE
 from tests.integration.test_mcp_proxy import proxied, run, texts
 
 pytestmark = pytest.mark.integration
@@ -49,8 +50,10 @@ def test_an_80_mb_result_comes_through_while_the_door_serves_other_calls(
     order: list[str] = []
 
     async def scenario() -> None:
-        blobs = {"MCP_MEDIA_MAX_BLOB_BYTES": str(80 * 1024 * 1024)}  # cached, then linked
-        async with proxied(cluster, "--inline", *raw(tmp_path), **blobs) as client:
+        blobs = str(80 * 1024 * 1024)  # the blob is cached, then linked
+        async with proxied(
+            cluster, "--inline", *raw(tmp_path), MCP_MEDIA_MAX_BLOB_BYTES=blobs
+        ) as client:
             await client.list_tools()
 
             async def big() -> None:
@@ -78,8 +81,9 @@ def test_a_message_over_the_cap_is_discarded_and_its_call_gets_an_error(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     async def scenario() -> None:
-        cap = {"MCP_MEDIA_MCP__MAX_UPSTREAM_MESSAGE_MB": "1"}
-        async with proxied(cluster, "--inline", *raw(tmp_path), **cap) as client:
+        async with proxied(
+            cluster, "--inline", *raw(tmp_path), MCP_MEDIA_MCP__MAX_UPSTREAM_MESSAGE_MB="1"
+        ) as client:
             error = await refused(client, "big", megabytes=3)
             assert "over the cap of 1048576" in error.error.message
             assert "MCP_MEDIA_MCP__MAX_UPSTREAM_MESSAGE_MB" in error.error.message
@@ -108,8 +112,9 @@ def test_a_silent_upstream_times_out_and_is_cancelled_while_progress_extends_a_c
     cluster: Cluster, tmp_path: Path
 ) -> None:
     async def scenario() -> None:
-        timeout = {"MCP_MEDIA_MCP__CALL_TIMEOUT": "5"}
-        async with proxied(cluster, "--inline", *raw(tmp_path), **timeout) as client:
+        async with proxied(
+            cluster, "--inline", *raw(tmp_path), MCP_MEDIA_MCP__CALL_TIMEOUT="5"
+        ) as client:
             error = await refused(client, "silent")
             assert error.error.code == types.REQUEST_TIMEOUT
             assert "MCP_MEDIA_MCP__CALL_TIMEOUT" in error.error.message
@@ -148,17 +153,7 @@ def test_invalid_ids_and_unparsable_lines_over_stdio_get_errors(cluster: Cluster
         async with await anyio.open_process(
             command, env=cluster.env(PYTHONPATH=str(ROOT)), cwd=ROOT, stderr=sys.stderr
         ) as process:
-            hello = {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "probe", "version": "1"},
-                },
-            }
-            assert (await _exchange(process, json.dumps(hello)))["id"] == 1
+            assert (await _exchange(process, json.dumps(INITIALIZE)))["id"] == 1
             for bad in INVALID_IDS:
                 line = f'{{"jsonrpc":"2.0","id":{bad},"method":"tools/list"}}'
                 answer = await _exchange(process, line)
