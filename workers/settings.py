@@ -153,6 +153,26 @@ class ApiSettings(BaseModel):
     trusted_proxies: str = ""
 
 
+class McpSettings(BaseModel):
+    """The MCP door (`proxy`, `mcp`): bounds on its upstreams and its HTTP sessions."""
+
+    # Seconds an upstream tool call may go without answering; each progress notification
+    # it sends starts the count again. Past it: a JSON-RPC error, and the call is cancelled.
+    call_timeout: float = Field(default=300.0, gt=0)
+    # One upstream message (a line on stdio). A result carrying one blob at the cache's
+    # max_blob_bytes (50 MiB, ~67 MiB as base64) fits with room to spare; past it the
+    # message is discarded as it streams by and its call gets a JSON-RPC error.
+    max_upstream_message_mb: float = Field(default=128.0, gt=0)
+    # HTTP sessions: closed after this many idle seconds; past `max_sessions` open ones a
+    # new client gets 503 (a live client's session is never evicted).
+    session_idle_timeout: float = Field(default=600.0, gt=0)
+    max_sessions: int = Field(default=500, ge=1)
+
+    @property
+    def max_upstream_message_bytes(self) -> int:
+        return int(self.max_upstream_message_mb * 1024 * 1024)
+
+
 class StoreSettings(BaseModel):
     """Where blobs, result sidecars and the job journal live for every node.
 
@@ -255,6 +275,7 @@ class Settings(BaseSettings):
     tts: TtsSettings = Field(default_factory=TtsSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
 
     @field_validator("home")

@@ -7,7 +7,9 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -24,17 +26,19 @@ pytestmark = pytest.mark.integration
 INLINE_IDLE = {"mode": "inline", "queues": {q: {"waiting": 0} for q in ("vision", "stt", "tts")}}
 
 
-@pytest.fixture
-def http_door(cluster: Cluster) -> Iterator[tuple[str, str]]:
+@contextmanager
+def mcp_door(
+    cluster: Cluster, command: str = "mcp", *upstream: str, **env: str
+) -> Iterator[tuple[str, str]]:
     port = free_port()
     log = Path(cluster.home) / "mcp-http.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = ["mcp", "--inline", "--http", f"127.0.0.1:{port}"]
+    argv = [command, "--inline", "--http", f"127.0.0.1:{port}", *upstream]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "workers.cli.main", *argv],
             cwd=ROOT,
-            env=cluster.env(),
+            env=cluster.env(**env),
             stdout=subprocess.DEVNULL,
             stderr=out,
         )
@@ -46,6 +50,12 @@ def http_door(cluster: Cluster) -> Iterator[tuple[str, str]]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def http_door(cluster: Cluster) -> Iterator[tuple[str, str]]:
+    with mcp_door(cluster) as door:
+        yield door
 
 
 def test_client_with_the_token_lists_and_calls_own_tools(http_door: tuple[str, str]) -> None:
@@ -254,3 +264,79 @@ def test_a_wildcard_bind_with_a_token_serves_the_machine_addresses(cluster: Clus
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _open_session(url: str, token: str) -> httpx2.Response:
+    headers = {"Authorization": f"Bearer {token}", "Accept": ACCEPT}
+    return httpx2.post(url, json=INITIALIZE, headers=headers, timeout=30)
+
+
+def test_invalid_ids_get_an_invalid_request_error(http_door: tuple[str, str]) -> None:
+    url, token = http_door
+    opened = _open_session(url, token)
+    session = opened.headers["mcp-session-id"]
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": ACCEPT,
+        "Content-Type": "application/json",
+        "Mcp-Session-Id": session,
+        "Mcp-Protocol-Version": "2025-06-18",
+    }
+    for bad in ['{"a":1}', "1e999", "[1]", "true", "1.5"]:
+        body = f'{{"jsonrpc":"2.0","id":{bad},"method":"tools/list"}}'
+        response = httpx2.post(url, content=body, headers=headers, timeout=30)
+        assert response.status_code == 400, bad
+        answer = response.json()
+        assert answer["id"] is None and answer["error"]["code"] == -32600, bad
+    listed = httpx2.post(url, json=TOOLS_LIST, headers=headers, timeout=30)
+    assert listed.status_code == 200
+
+
+def test_sessions_are_capped_closed_on_delete_and_after_idling(cluster: Cluster) -> None:
+    limits = {"MCP_MEDIA_MCP__MAX_SESSIONS": "3", "MCP_MEDIA_MCP__SESSION_IDLE_TIMEOUT": "2"}
+    with mcp_door(cluster, **limits) as (url, token):
+        opened = [_open_session(url, token) for _ in range(3)]
+        assert [response.status_code for response in opened] == [200, 200, 200]
+        full = _open_session(url, token)
+        assert full.status_code == 503
+        assert full.json()["error"]["message"] == "Too many open sessions"
+        # DELETE frees its place at once.
+        session = opened[0].headers["mcp-session-id"]
+        headers = {"Authorization": f"Bearer {token}", "Mcp-Session-Id": session}
+        assert httpx2.delete(url, headers=headers, timeout=30).status_code == 200
+        assert _open_session(url, token).status_code == 200
+        # Abandoned sessions are closed once idle: places come back without a DELETE.
+        give_up = time.monotonic() + 120  # bounds a hang; the idle timeout is 2 s
+        answered = _open_session(url, token)
+        while answered.status_code == 503 and time.monotonic() < give_up:
+            time.sleep(0.5)
+            answered = _open_session(url, token)
+        assert answered.status_code == 200
+        stale = {"Authorization": f"Bearer {token}", "Accept": ACCEPT,
+                 "Mcp-Session-Id": opened[1].headers["mcp-session-id"],
+                 "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
+        assert httpx2.post(url, json=TOOLS_LIST, headers=stale, timeout=30).status_code == 404
+
+
+def test_a_client_that_disconnects_cancels_the_upstream_call(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    upstream = ["--", sys.executable, "-m", "tests.support.raw_upstream", str(tmp_path)]
+    with mcp_door(cluster, "proxy", *upstream) as (url, token):
+        opened = _open_session(url, token)
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "Mcp-Protocol-Version": "2025-06-18",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        httpx2.post(url, json=initialized, headers=headers, timeout=30)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "silent", "arguments": {}}}  # fmt: skip
+        with pytest.raises(httpx2.ReadTimeout):  # the client gives up and hangs up
+            httpx2.post(url, json=call, headers=headers, timeout=3)
+        give_up = time.monotonic() + 120  # bounds a hang
+        while not list(tmp_path.glob("cancelled-*")) and time.monotonic() < give_up:
+            time.sleep(0.2)
+        assert list(tmp_path.glob("cancelled-*")), "the upstream was never told"

@@ -12,20 +12,14 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
-from typing import Any
 
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 
 from workers.listen import ListenError, host_allowed, is_loopback, machine_names, resolve_secret
+from workers.mcp.http_requests import ASGIApp, Receive, Scope, Send, guard_requests
 from workers.mcp.proxy import Proxy
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 TOKEN_FILE = "mcp-token"  # noqa: S105 - a file name, not a secret
@@ -131,8 +125,11 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
         host=host,
         transport_security=security_for(host, port),
         max_request_body_size=MAX_BODY_BYTES,
+        session_idle_timeout=proxy.limits.session_idle_timeout,
+        max_sessions=proxy.limits.max_sessions,  # past it: 503 with a JSON-RPC error
     )
-    checked: ASGIApp = app if is_loopback(host) else check_host_and_origin(app)
+    answered = guard_requests(app, MAX_BODY_BYTES)
+    checked: ASGIApp = answered if is_loopback(host) else check_host_and_origin(answered)
     config = uvicorn.Config(
         require_bearer(checked, token), host=host, port=port, log_level="warning", lifespan="on"
     )

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -39,6 +41,7 @@ from pipelines.rewrite import MEDIA_URI_PREFIX
 from workers.mcp.rewriter import MediaRewriter, failure_reason
 from workers.mcp.tools import OwnTools, error_result
 from workers.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
+from workers.settings import McpSettings
 
 log = logging.getLogger("mcp_media.proxy")
 SEPARATOR = "__"
@@ -50,15 +53,25 @@ MAX_PAGES = 100  # pages of an upstream's list followed, against a cursor that n
 
 class Proxy:
     def __init__(
-        self, specs: Sequence[UpstreamSpec], rewriter: MediaRewriter, tools: OwnTools
+        self,
+        specs: Sequence[UpstreamSpec],
+        rewriter: MediaRewriter,
+        tools: OwnTools,
+        limits: McpSettings | None = None,
     ) -> None:
         self.rewriter = rewriter
         self.tools = tools
-        self.upstreams = {spec.name: Upstream(spec, self._upstream_message) for spec in specs}
+        self.limits = limits or McpSettings()
+        self.upstreams = {
+            spec.name: Upstream(spec, self._upstream_message, self.limits) for spec in specs
+        }
         self.prefixed = len(self.upstreams) > 1
         self._resource_owner: dict[str, str] = {}
+        self._tool_names: dict[str, frozenset[str]] = {}  # each upstream's, as last listed
         self._link_mimes: OrderedDict[str, str] = OrderedDict()  # links handed out: their MIME
-        self._sessions: list[Any] = []  # downstream sessions, for list-changed notifications
+        # Downstream sessions, for list-changed notifications: held weakly, so a session the
+        # transport ended (DELETE, idle timeout, a client gone) is not kept alive here.
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._events = InMemorySubscriptionBus()  # and the subscriptions/listen streams
         self.server: Server[Any] = Server(
             "mcp-media",
@@ -108,8 +121,8 @@ class Proxy:
 
     def _remember(self, ctx: Any) -> None:
         session = getattr(ctx, "session", None)
-        if session is not None and session not in self._sessions:
-            self._sessions.append(session)
+        if session is not None:
+            self._sessions.add(session)
 
     async def _each(self) -> list[tuple[Upstream, Any]]:
         """Every upstream that answers now, with its session (a dead one is skipped)."""
@@ -128,6 +141,7 @@ class Proxy:
         tools: list[types.Tool] = []
         for upstream, client in await self._each():
             listed = await self._pages(upstream, client.list_tools, "tools")
+            self._tool_names[upstream.name] = frozenset(tool.name for tool in listed)
             tools += [
                 tool.model_copy(update={"name": self._public(upstream.name, tool.name)})
                 for tool in listed
@@ -152,16 +166,31 @@ class Proxy:
         except UpstreamDown as exc:
             return error_result(str(exc))
 
+        limit = self.limits.call_timeout
+        # The call's own clock, not the SDK's: each progress notification starts it again.
+        clock = anyio.CancelScope(deadline=anyio.current_time() + limit)
+
         async def progress(progress: float, total: float | None, message: str | None) -> None:
+            clock.deadline = anyio.current_time() + limit
             await ctx.session.report_progress(progress, total, message)
 
         try:
-            result = await client.call_tool(name, arguments, progress_callback=progress)
+            with clock:  # cancelling it sends notifications/cancelled upstream
+                result = await client.call_tool(
+                    name, arguments, read_timeout_seconds=math.inf, progress_callback=progress
+                )
+            if clock.cancelled_caught:
+                raise MCPError(
+                    types.REQUEST_TIMEOUT,
+                    f"upstream {upstream.name!r} did not answer {name!r} within {limit:g} s "
+                    "(MCP_MEDIA_MCP__CALL_TIMEOUT; progress notifications extend it); "
+                    "the call was cancelled",
+                )
         except MCPError as exc:
             if exc.code != types.CONNECTION_CLOSED:
                 upstream.succeeded()  # it answered
                 raise  # the upstream's own error, as it sent it
-            upstream.broken(exc.message)
+            self._broken(upstream, exc.message)
             return error_result(
                 f"upstream {upstream.name!r} stopped while running {name!r} ({exc.message}); "
                 "it is started again on the next call"
@@ -196,13 +225,18 @@ class Proxy:
                     self._link_mimes.popitem(last=False)
 
     async def _upstream_has(self, routed: tuple[Upstream, str]) -> bool:
+        """Whether the upstream has a tool of that name: from its last listing, so an own
+        tool is not held up by an upstream busy with a long answer; asked if never listed."""
         upstream, name = routed
-        try:
-            client = await upstream.session()
-            listed = await client.list_tools()
-        except (UpstreamDown, MCPError):
-            return False
-        return any(tool.name == name for tool in listed.tools)
+        known = self._tool_names.get(upstream.name)
+        if known is None:
+            try:
+                client = await upstream.session()
+                listed = await self._pages(upstream, client.list_tools, "tools")
+            except (UpstreamDown, MCPError):
+                return False
+            known = self._tool_names[upstream.name] = frozenset(tool.name for tool in listed)
+        return name in known
 
     # resources
 
@@ -308,8 +342,12 @@ class Proxy:
             return await call
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                upstream.broken(exc.message)
+                self._broken(upstream, exc.message)
             raise
+
+    def _broken(self, upstream: Upstream, why: str) -> None:
+        self._tool_names.pop(upstream.name, None)  # a restarted upstream may list others
+        upstream.broken(why)
 
     async def _upstream_message(self, name: str, message: Any) -> None:
         """Forward an upstream's list changes to our clients: as an event on their
@@ -319,12 +357,14 @@ class Proxy:
         send, event = _CHANGES.get(method, (None, None))
         if send is None or event is None:
             return
+        if event is ToolsListChanged:
+            self._tool_names.pop(name, None)
         await self._events.publish(event())
         for session in list(self._sessions):
             try:
                 await getattr(session, send)()
             except Exception:  # that client is gone
-                self._sessions.remove(session)
+                self._sessions.discard(session)
 
 
 _CHANGES: dict[str, tuple[str, Callable[[], ServerEvent]]] = {

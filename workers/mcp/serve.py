@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
-from mcp.server.stdio import stdio_server
 
 from workers.gateway import JobGateway
+from workers.mcp.envelope import checked_stdio_server
 from workers.mcp.proxy import Proxy
 from workers.mcp.rewriter import DoorOptions, MediaRewriter
 from workers.mcp.tools import OwnTools
@@ -30,14 +30,14 @@ def build_proxy(
     allowed_roots: Sequence[Path] = (),
 ) -> Proxy:
     rewriter = MediaRewriter(settings, options, gateway)
-    return Proxy(specs, rewriter, OwnTools(rewriter, allowed_roots))
+    return Proxy(specs, rewriter, OwnTools(rewriter, allowed_roots), settings.mcp)
 
 
 async def _serve_stdio(proxy: Proxy) -> None:
     async with anyio.create_task_group() as tasks:
         await proxy.run_upstreams(tasks)
         try:
-            async with stdio_server() as (read, write):
+            async with checked_stdio_server() as (read, write):
                 await proxy.server.run(read, write, proxy.initialization_options())
         finally:
             proxy.stop()

@@ -23,6 +23,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.subscriptions import event_to_notification
 
+from workers.mcp.upstream_stdio import upstream_stdio
+from workers.settings import McpSettings
+
 log = logging.getLogger("mcp_media.proxy")
 
 CONNECT_TIMEOUT = 30.0
@@ -131,14 +134,15 @@ def read_config(path: Path) -> list[UpstreamSpec]:
     return parse_config(text, str(path))
 
 
-def _target(spec: UpstreamSpec) -> Any:
+def _target(spec: UpstreamSpec, limits: McpSettings) -> Any:
     if spec.command is not None:
-        return StdioServerParameters(
+        params = StdioServerParameters(
             command=spec.command,
             args=list(spec.args),
             env={**_inherited_env(), **spec.env},
             cwd=spec.cwd,
         )
+        return upstream_stdio(spec.name, params, limits.max_upstream_message_bytes)
     assert spec.url is not None
     import httpx2
 
@@ -188,8 +192,11 @@ def _reason(exc: BaseException) -> str:
 class Upstream:
     """One upstream server and its (re)started session."""
 
-    def __init__(self, spec: UpstreamSpec, on_message: MessageHandler) -> None:
+    def __init__(
+        self, spec: UpstreamSpec, on_message: MessageHandler, limits: McpSettings | None = None
+    ) -> None:
         self.spec = spec
+        self.limits = limits or McpSettings()
         self._on_message = on_message
         self.client: Client | None = None
         self.error: str | None = None
@@ -217,7 +224,9 @@ class Upstream:
             await self._wanted.wait()
             try:
                 async with Client(
-                    _target(self.spec), message_handler=self._handle, read_timeout_seconds=None
+                    _target(self.spec, self.limits),
+                    message_handler=self._handle,
+                    read_timeout_seconds=self.limits.call_timeout,  # tools/call: see Proxy
                 ) as client:
                     self.client, self.error = client, None
                     up_since = anyio.current_time()
