@@ -155,7 +155,7 @@ class ApiSettings(BaseModel):
     # about these seconds (never the half minute the workers' client rides out). The read
     # bound stays above the door's blocking reads (stream reads block 500 ms).
     broker_connect_timeout: float = Field(default=0.5, gt=0)
-    broker_timeout: float = Field(default=2.0, ge=1.0)
+    broker_timeout: float = Field(default=1.5, ge=1.0)
 
 
 class StoreSettings(BaseModel):
