@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.cache import BlobError
-from pipelines.media import MarkerReason
+from pipelines.media import Capability, MarkerReason
+from pipelines.results import Envelope, ResultKey, Status
 from workers.api.bodies import (
     MAX_JSON_DEPTH,
     check_form_type,
@@ -20,6 +21,7 @@ from workers.api.bodies import (
 )
 from workers.api.errors import ApiError
 from workers.api.faults import disk_full, server_fault
+from workers.api.jobs import check_done
 
 pytestmark = pytest.mark.unit
 
@@ -159,3 +161,18 @@ def test_a_broker_fault_anywhere_in_the_chain_is_a_503_with_retry_after(tmp_path
         "broker_unavailable",
         {"Retry-After": "7"},
     )
+
+
+def test_a_job_that_failed_on_a_full_disk_is_a_507_not_a_500() -> None:
+    key = ResultKey(Capability.AUDIO_SYNTHESIZE, "ab12", "0" * 64)
+    for reason in (
+        "BlobError: cache error while writing: No space left on device",
+        "OSError: [Errno 122] Disk quota exceeded: '/home/x/results/tts'",
+    ):
+        with pytest.raises(ApiError) as caught:
+            check_done(Envelope(Status.FAILED, key, {}, job_id="j1", reason=reason), "j1")
+        assert (caught.value.status, caught.value.code) == (507, "insufficient_storage")
+        assert "j1" in caught.value.message and reason in caught.value.message
+    with pytest.raises(ApiError) as caught:
+        check_done(Envelope(Status.FAILED, key, {}, job_id="j1", reason="RuntimeError: x"), "j1")
+    assert caught.value.status == 500
