@@ -264,3 +264,22 @@ def test_hostile_bodies_are_400s_with_their_codes_and_the_door_keeps_serving(
         )
         log = served.log.read_text()
         assert "Traceback" not in log and "internal error" not in log
+
+
+def test_serve_starts_while_the_broker_is_down_and_serves_once_it_is_up(
+    cluster: Cluster, own_broker: RedisProcess
+) -> None:
+    url = cluster.env_vars["MCP_MEDIA_REDIS_URL"]
+    own_broker.stop()
+    with serve(cluster) as served:
+        ready = httpx2.get(f"{served.url}/readyz", timeout=CLIENT_TIMEOUT)
+        assert ready.status_code == 503 and ready.json()["code"] == "broker_unavailable"
+        auth = {"Authorization": f"Bearer {served.key}"}
+        scrape = httpx2.get(f"{served.url}/metrics", headers=auth, timeout=CLIENT_TIMEOUT)
+        assert scrape.status_code == 503
+        assert scrape.json()["error"]["code"] == "broker_unavailable"
+        own_broker.start()
+        _announce(url, "stt", "tts")
+        assert httpx2.get(f"{served.url}/readyz", timeout=CLIENT_TIMEOUT).status_code == 200
+        scrape = httpx2.get(f"{served.url}/metrics", headers=auth, timeout=CLIENT_TIMEOUT)
+        assert 'mcp_media_workers{queue="tts"} 1.0' in scrape.text
