@@ -60,3 +60,21 @@ def base_app(settings: Settings, url: str | None = None) -> Celery:
     )
     app.conf.mcp_media_settings = settings
     return app
+
+
+def bound_sending(app: Celery, connect_timeout: float, timeout: float) -> None:
+    """A door's sends fail within about these seconds when the broker is gone, instead of
+    retrying: its caller is waiting (transport options the settings give still win)."""
+    options = dict(app.conf.broker_transport_options or {})
+    options.setdefault("socket_connect_timeout", connect_timeout)
+    options.setdefault("socket_timeout", timeout)
+    app.conf.update(
+        broker_connection_timeout=connect_timeout,
+        broker_transport_options=options,
+        task_publish_retry_policy={
+            "max_retries": 1,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.2,
+        },
+    )

@@ -34,6 +34,7 @@ from workers.control import ClusterControl
 from workers.events import FALLBACK_POLL, EventFollower
 from workers.gateway import Admission, JobGateway, JobHandle, QueueFull, answers
 from workers.node_cache import NodeCache, input_ref
+from workers.redis_target import mask
 from workers.settings import Settings
 from workers.storage import Storage, open_storage
 from workers.store import RedisStore, redis_store
@@ -73,20 +74,43 @@ class MediaClient(JobGateway):
         settings: Settings | None = None,
         url: str | None = None,
         storage: Storage | None = None,
+        *,
+        bounded: bool = False,
     ) -> MediaClient:
         """A client of `url`, else of MCP_MEDIA_REDIS_URL or the embedded broker. `storage`
         is one the caller has checked; without it the settings' storage is opened and
-        checked here."""
+        checked here. `bounded`: a broker that is gone raises within the API's broker
+        timeouts (a door answering a waiting caller) instead of being waited out."""
         from workers.broker import broker_url
-        from workers.celery_app import base_app
+        from workers.celery_app import base_app, bound_sending
 
         settings = settings or Settings()
         if storage is None:
             storage = open_storage(settings)
             storage.blobs.check()
         url = url or broker_url(settings.home, settings.redis_url).url
-        store = redis_store(settings, url, storage)
-        return cls(settings, base_app(settings, url), store, storage)
+        store = redis_store(settings, url, storage, bounded=bounded)
+        app = base_app(settings, url)
+        if bounded:
+            bound_sending(app, settings.api.broker_connect_timeout, settings.api.broker_timeout)
+        return cls(settings, app, store, storage)
+
+    def fault(self, exc: BaseException) -> tuple[str, str] | None:
+        """(code, what to tell the caller) when `exc` says the broker cannot serve: it does
+        not answer, or it refuses writes because it cannot persist (MISCONF). None for
+        anything else (a bug is not an outage)."""
+        where = mask(str(self.app.conf.broker_url))
+        if isinstance(exc, redis.ResponseError):
+            text = str(exc)
+            if text.startswith("MISCONF"):
+                return "broker_cannot_persist", (
+                    f"the broker ({where}) refuses writes because it cannot save "
+                    f"to its disk (Redis MISCONF): free space on the broker's disk; {text[:200]}"
+                )
+            return None
+        if isinstance(exc, redis.ConnectionError | redis.TimeoutError | OperationalError):
+            return "broker_unavailable", (f"the broker ({where}) does not answer: {str(exc)[:200]}")
+        return None
 
     def close(self, finish_jobs: bool = False) -> None:
         """Disconnect (the jobs run on the cluster's workers, whatever `finish_jobs` says)."""

@@ -76,17 +76,23 @@ class EventFollower:
             self._thread.join(timeout=2 * FALLBACK_POLL)
 
     def _run(self) -> None:
+        lost = False  # said once per outage: a client that fails fast would repeat it
         while not self._stop.is_set():
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.subscribe(keys.EVENTS)
                 self._subscribed.set()
+                if lost:
+                    log.warning("events subscription back")
+                    lost = False
                 while not self._stop.is_set():
                     message = pubsub.get_message(timeout=FALLBACK_POLL)
                     if message is not None:
                         self._dispatch(message)
-            except Exception:  # the broker is restarting: the waits poll meanwhile
-                log.warning("events subscription lost; subscribing again", exc_info=True)
+            except Exception as exc:  # the broker is restarting: the waits poll meanwhile
+                if not lost:
+                    log.warning("events subscription lost (%s); subscribing again", exc)
+                    lost = True
                 self._subscribed.clear()
                 self._stop.wait(RESUBSCRIBE_DELAY)
             finally:

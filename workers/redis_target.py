@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.sentinel
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from pipelines.errors import ConfigError
@@ -373,6 +373,20 @@ def resilient(target: RedisTarget) -> redis.Redis[bytes]:
         health_check_interval=15,
         retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=20),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+    )
+
+
+def bounded_client(
+    target: RedisTarget, connect_timeout: float, timeout: float
+) -> redis.Redis[bytes]:
+    """A client that answers at once (a door's: its caller is waiting): a server that does
+    not connect within `connect_timeout` or answer within `timeout` raises. One immediate
+    retry on a connection error, for a pooled connection the server closed when it
+    restarted; a timeout is never retried (the server is there and does not answer)."""
+    return target.client(
+        socket_timeout=timeout,
+        socket_connect_timeout=connect_timeout,
+        retry=Retry(NoBackoff(), retries=1, supported_errors=(redis.ConnectionError,)),
     )
 
 

@@ -151,6 +151,11 @@ class ApiSettings(BaseModel):
     # Reverse proxies whose X-Forwarded-For/-Proto are believed (addresses or networks,
     # comma-separated). Unset: none, so a client cannot name its own address (the login limit).
     trusted_proxies: str = ""
+    # The door's Redis: a broker that does not connect, or does not answer, is a 503 within
+    # about these seconds (never the half minute the workers' client rides out). The read
+    # bound stays above the door's blocking reads (stream reads block 500 ms).
+    broker_connect_timeout: float = Field(default=0.5, gt=0)
+    broker_timeout: float = Field(default=1.5, ge=1.0)
 
 
 class McpSettings(BaseModel):

@@ -23,7 +23,7 @@ from workers import chunks, keys
 from workers.announcements import WorkerInfo
 from workers.chunks import Chunk
 from workers.journal import JobJournal
-from workers.redis_target import RedisTarget, resilient
+from workers.redis_target import RedisTarget, bounded_client, resilient
 from workers.settings import Settings
 
 if TYPE_CHECKING:
@@ -470,13 +470,24 @@ def _json_object(raw: bytes) -> dict[str, Any]:
 
 
 def redis_store(
-    settings: Settings, url: str | None = None, storage: Storage | None = None
+    settings: Settings,
+    url: str | None = None,
+    storage: Storage | None = None,
+    *,
+    bounded: bool = False,
 ) -> RedisStore:
     """The store on `url` (default MCP_MEDIA_REDIS_URL), reached as the settings say (TLS,
-    Sentinel), with a client that rides out a broker restart or failover; its sidecars and
-    journal where the settings keep them."""
+    Sentinel), with a client that rides out a broker restart or failover (`bounded`: one that
+    raises within the API's broker timeouts instead, for a door whose caller is waiting); its
+    sidecars and journal where the settings keep them."""
     from workers.storage import open_storage
 
     storage = storage or open_storage(settings)
-    client = resilient(RedisTarget.of(settings, url))
+    target = RedisTarget.of(settings, url)
+    api = settings.api
+    client = (
+        bounded_client(target, api.broker_connect_timeout, api.broker_timeout)
+        if bounded
+        else resilient(target)
+    )
     return RedisStore(client, storage.results, settings.jobs.result_ttl, storage.journal)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +22,15 @@ class Served:
 
 
 @contextmanager
-def serve(cluster: Cluster, *args: str, **env: str) -> Iterator[Served]:
+def serve(cluster: Cluster, *args: str, prefix: Sequence[str] = (), **env: str) -> Iterator[Served]:
+    """`prefix`: a command that runs the server (as `tests.support.disk.on_tmpfs` makes)."""
     port = free_port()
     log = cluster.home / "logs" / f"serve-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "workers.cli.main", "serve", "--port", str(port), *args]
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli.main", "serve", "--port", str(port), *args],
+            [*prefix, *command],
             cwd=ROOT,
             env=cluster.env(**env),
             stdout=subprocess.DEVNULL,

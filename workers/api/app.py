@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -69,11 +69,13 @@ class CountRequests:
 
 
 class ShapedErrors:
-    """Pure ASGI: an unexpected error under any route is an OpenAI-shaped 500 naming a
-    request id; the traceback goes to the log under that id, never to the client."""
+    """Pure ASGI: an error under any route that `fault` names (a full disk, a broker gone)
+    is its shaped answer, logged in one line; any other is an OpenAI-shaped 500 naming a
+    request id, the traceback in the log under that id, never to the client."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, fault: Callable[[BaseException], ApiError | None]) -> None:
         self.app = app
+        self.fault = fault
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -89,7 +91,17 @@ class ShapedErrors:
 
         try:
             await self.app(scope, receive, watched)
-        except Exception:
+        except Exception as exc:
+            shaped = self.fault(exc)
+            if shaped is not None:
+                log.warning(
+                    "request %s %s: %s (%s)", scope.get("method"), scope["path"],
+                    shaped.status, shaped.message,
+                )  # fmt: skip
+                if started:
+                    raise
+                await shaped.response()(scope, receive, send)
+                return
             request_id = secrets.token_hex(8)
             log.exception(
                 "request %s %s failed (request id %s)",
@@ -155,7 +167,7 @@ def create_app(
 
     app = Starlette(routes=routes, exception_handlers={ApiError: _api_error}, lifespan=lifespan)
     known = frozenset(route.path for route in routes if isinstance(route, Route))
-    app.add_middleware(ShapedErrors)
+    app.add_middleware(ShapedErrors, fault=ctx.fault)
     app.add_middleware(KeyGuard, key=key)
     app.add_middleware(HostGuard, loopback=is_loopback(host))
     app.add_middleware(CountRequests, metrics=ctx.metrics, known=known)  # refusals count too

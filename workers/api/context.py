@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from workers.api.errors import ApiError
+from workers.api.faults import server_fault
 from workers.api.metrics import ApiMetrics
 from workers.settings import Settings
 
@@ -18,3 +20,9 @@ class ApiContext:
     key: str
     client: MediaClient | None = None  # the cluster's gateway (create_app hands it in)
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
+
+    def fault(self, exc: BaseException) -> ApiError | None:
+        """The shaped answer when `exc` is the server's fault: its disk full (507), its
+        broker gone (503); None for anything else."""
+        broker = self.client.fault if self.client is not None else None
+        return server_fault(exc, self.settings.cache_root, broker, self.settings.api.retry_after)

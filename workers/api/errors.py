@@ -15,6 +15,7 @@ _TYPES = {
     429: "rate_limit_error",
     503: "service_unavailable",
     504: "timeout",
+    507: "server_error",
 }
 
 

@@ -36,6 +36,8 @@ _BAD_AUDIO = (
     "AudioTooLargeError",
     "AudioDecodeTimeoutError",
 )
+# What a job's reason says when the worker's disk was full (ENOSPC, EDQUOT): a 507.
+_DISK_FULL = ("No space left on device", "Disk quota exceeded", "[Errno 28]", "[Errno 122]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,13 @@ def check_done(envelope: Envelope, job_id: str) -> dict[str, Any]:
     if envelope.status is Status.DONE:
         return dict(envelope.output)
     reason = envelope.reason or envelope.status.value
+    if any(words in reason for words in _DISK_FULL):
+        raise ApiError(
+            507,
+            f"job {job_id} could not store its output: {reason[:300]}; free space on the "
+            "workers' disk and retry",
+            code="insufficient_storage",
+        )
     if reason.startswith(_BAD_AUDIO):
         raise ApiError(415, f"unreadable audio: {reason}", param="file", code="unreadable_audio")
     if reason.startswith(("ConfigError", "EmptyTextError", "TextTooLongError")):

@@ -64,6 +64,11 @@ class ClusterCollector(Collector):
     def __init__(self, store: RedisStore) -> None:
         self.store = store
 
+    def describe(self) -> Iterator[Metric]:
+        """Nothing to check at registration: asking the broker then would keep `serve` from
+        starting while it is down (a scrape answers 503 instead)."""
+        return iter(())
+
     def collect(self) -> Iterator[Metric]:
         depth = GaugeMetricFamily(
             "mcp_media_queue_depth", "Jobs waiting in each queue", labels=["queue"]

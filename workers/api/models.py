@@ -30,7 +30,12 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
                 queue: len(await to_thread.run_sync(store.serving, queue)) for queue in READY_QUEUES
             }
         except Exception as exc:  # the broker is down: not ready, and say why
-            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+            shaped = ctx.fault(exc)
+            reason = shaped.message if shaped else str(exc)
+            code = shaped.code if shaped else None
+            failed = {"status": "unavailable", "reason": reason, "code": code}
+            headers = shaped.headers if shaped else None
+            return JSONResponse(failed, status_code=503, headers=headers)
         ready = all(serving.values())
         body = {"status": "ready" if ready else "not ready", "workers": serving}
         return JSONResponse(body, status_code=200 if ready else 503)

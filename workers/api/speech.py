@@ -24,6 +24,7 @@ from pipelines.media import Capability
 from pipelines.results import Envelope
 from workers import keys
 from workers.api import jobs
+from workers.api.bodies import read_json
 from workers.api.catalog import TTS_MODELS, aliases, resolve_voice, voices
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
@@ -40,23 +41,6 @@ FORMATS = {
     "pcm": ("pcm", "audio/pcm"),
 }
 FILE_CHUNK = 64 * 1024
-
-
-async def _json_body(request: Request, limit: int) -> dict[str, Any]:
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(
-                413, f"the request body is over {limit // 1024} kB", code="body_too_large"
-            )
-    try:
-        data = json.loads(body)
-    except ValueError as exc:
-        raise ApiError(400, f"the body is not JSON: {exc}", code="invalid_body") from exc
-    if not isinstance(data, dict):
-        raise ApiError(400, "the body must be a JSON object", code="invalid_body")
-    return data
 
 
 def _request(ctx: ApiContext, data: dict[str, Any]) -> tuple[dict[str, Any], str, str, bool]:
@@ -134,7 +118,7 @@ def _output_path(envelope: Envelope, job_id: str) -> Path:
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:
     async def speech(request: Request) -> Response:
-        data = await _json_body(request, ctx.settings.api.max_speech_request_kb * 1024)
+        data = await read_json(request, ctx.settings.api.max_speech_request_kb * 1024)
         params, content_type, stream_format, stream = _request(ctx, data)
         blob = await to_thread.run_sync(store_request, ctx.settings, params)
         client = jobs.client_of(ctx)

@@ -13,17 +13,21 @@ from pathlib import Path
 from typing import BinaryIO
 
 from anyio import to_thread
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from pipelines.cache import BlobError
 from pipelines.media import MarkerReason, MediaKind, StoredBlob
 from pipelines.results import private_folders
+from workers.api.bodies import form_text, multipart_boundary
 from workers.api.errors import ApiError
+from workers.api.faults import disk_full, insufficient_storage
 from workers.settings import Settings
 
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FIELDS = 32
+MAX_PART_HEADERS = 16 * 1024  # bytes of one part's headers
 
 
 @dataclass
@@ -43,6 +47,7 @@ class _Part:
         self.header_field = b""
         self.header_value = b""
         self.name = ""
+        self.header_bytes = 0
         self.filename: str | None = None
         self.value = bytearray()
 
@@ -70,7 +75,24 @@ class _Upload:
                 param="file",
                 code="upload_too_large",
             )
-        self.file.write(data)
+        try:
+            self.file.write(data)
+        except OSError as exc:
+            self._check_full(exc)
+            raise
+
+    def finish(self) -> None:
+        """Close the file (its last bytes reach the disk here)."""
+        try:
+            self.file.close()
+        except OSError as exc:
+            self._check_full(exc)
+            raise
+
+    def _check_full(self, exc: OSError) -> None:
+        """A full disk is a 507 naming this upload's folder."""
+        if disk_full(exc) is not None:
+            raise insufficient_storage(exc, self.path.parent) from exc
 
     def discard(self) -> None:
         with contextlib.suppress(OSError):
@@ -90,10 +112,7 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
             param="file",
             code="upload_too_large",
         )
-    ctype, options = parse_options_header(request.headers.get("content-type", ""))
-    boundary = options.get(b"boundary")
-    if ctype != b"multipart/form-data" or not boundary:
-        raise ApiError(400, "send the request as multipart/form-data", code="invalid_body")
+    boundary = multipart_boundary(request.headers.get("content-type", ""))
     form = Form()
     upload: _Upload | None = None
     part = _Part()
@@ -103,11 +122,23 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
         nonlocal part
         part = _Part()
 
+    def headers_grow(data: bytes) -> bytes:
+        part.header_bytes += len(data)
+        if part.header_bytes > MAX_PART_HEADERS and not failure:
+            failure.append(
+                ApiError(
+                    400,
+                    f"a part's headers are over {MAX_PART_HEADERS // 1024} kB",
+                    code="invalid_multipart",
+                )
+            )
+        return data if not failure else b""
+
     def on_header_field(data: bytes, start: int, end: int) -> None:
-        part.header_field += data[start:end]
+        part.header_field += headers_grow(data[start:end])
 
     def on_header_value(data: bytes, start: int, end: int) -> None:
-        part.header_value += data[start:end]
+        part.header_value += headers_grow(data[start:end])
 
     def on_header_end() -> None:
         part.headers[part.header_field.lower()] = part.header_value
@@ -115,8 +146,14 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
 
     def on_headers_finished() -> None:
         nonlocal upload
+        if failure:
+            return
         _, disposition = parse_options_header(part.headers.get(b"content-disposition", b""))
-        part.name = disposition.get(b"name", b"").decode("utf-8", "replace")
+        try:
+            part.name = form_text(disposition.get(b"name", b""), "name")
+        except ApiError as exc:
+            failure.append(exc)
+            return
         raw_name = disposition.get(b"filename")
         part.filename = raw_name.decode("utf-8", "replace") if raw_name is not None else None
         if part.name == file_field:
@@ -144,7 +181,12 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
             if sum(len(v) for v in form.fields.values()) >= MAX_FIELDS:
                 failure.append(ApiError(400, "too many form fields"))
                 return
-            form.fields.setdefault(part.name, []).append(part.value.decode("utf-8", "replace"))
+            try:
+                value = form_text(bytes(part.value), part.name)
+            except ApiError as exc:
+                failure.append(exc)
+                return
+            form.fields.setdefault(part.name, []).append(value)
 
     parser = MultipartParser(
         boundary,
@@ -169,10 +211,8 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
         if upload is None:
             raise ApiError(400, f"the form has no `{file_field}` part", param=file_field)
         form.blob = await to_thread.run_sync(_store, settings, upload)
-    except ApiError:
-        raise
-    except Exception as exc:  # the multipart parser's errors: the body is malformed
-        raise ApiError(400, f"malformed multipart body: {exc}", code="invalid_body") from exc
+    except FormParserError as exc:  # the multipart parser's errors: the body is malformed
+        raise ApiError(400, f"malformed multipart body: {exc}", code="invalid_multipart") from exc
     finally:
         if upload is not None:
             upload.discard()
@@ -180,7 +220,7 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
 
 
 def _store(settings: Settings, upload: _Upload) -> StoredBlob:
-    upload.file.close()
+    upload.finish()
     if upload.size == 0:
         raise ApiError(415, "the uploaded file is empty", param="file", code="unreadable_audio")
     try:
@@ -190,4 +230,7 @@ def _store(settings: Settings, upload: _Upload) -> StoredBlob:
             raise ApiError(415, exc.message, param="file", code="unreadable_audio") from exc
         if exc.reason is MarkerReason.TOO_LARGE:
             raise ApiError(413, exc.message, param="file", code="upload_too_large") from exc
+        full = disk_full(exc)
+        if full is not None:
+            raise insufficient_storage(full, settings.cache_root) from exc
         raise ApiError(500, exc.message, code="cache_error") from exc

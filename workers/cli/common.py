@@ -119,11 +119,12 @@ def _broker(settings: Settings) -> str:
     return broker.url
 
 
-def connect_client(settings: Settings) -> MediaClient:
+def connect_client(settings: Settings, *, bounded: bool = False) -> MediaClient:
+    """The cluster's gateway (`bounded`: see `MediaClient.connect`)."""
     from workers.client import MediaClient
 
     storage = check_storage(settings)  # checked once, and handed to the client
-    return MediaClient.connect(settings, _broker(settings), storage)
+    return MediaClient.connect(settings, _broker(settings), storage, bounded=bounded)
 
 
 def run_jobs(

@@ -37,7 +37,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         f"mcp-media: serving http://{shown}:{port}/ (OpenAI audio API at /v1; key: {where})\n"
     )
     uvicorn.run(
-        create_app(settings, key, connect_client(settings), host),
+        create_app(settings, key, connect_client(settings, bounded=True), host),
         host=host,
         port=port,
         log_level="warning",

@@ -23,6 +23,7 @@ from starlette.responses import (
 from starlette.routing import BaseRoute, Route
 
 from pipelines.sniff import HEAD_BYTES, sniff_audio, sniff_image
+from workers.api.bodies import check_form_type
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.api.page import views
@@ -90,6 +91,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
     async def form(request: Request) -> dict[str, str]:
         if int(request.headers.get("content-length") or 0) > MAX_FORM_BYTES:
             raise ApiError(413, f"a page form is at most {MAX_FORM_BYTES} bytes")
+        check_form_type(request.headers.get("content-type", ""))
         data = await request.form(max_files=0, max_fields=20)
         return {k: v for k, v in data.items() if isinstance(v, str)}
 
