@@ -9,7 +9,9 @@ from workers.settings import Settings
 def open_gateway(settings: Settings, *, inline: bool = False, url: str | None = None) -> JobGateway:
     """The cluster's gateway when a broker is known (`url`, MCP_MEDIA_REDIS_URL, or this
     home's embedded redis-server already running), else the in-process one; `inline` forces
-    the in-process one."""
+    the in-process one. A door answers a waiting client: its broker calls are bounded (a
+    broker that is gone fails the call within the broker timeouts, not after ~35 s of
+    retries)."""
     if not inline:
         from workers.broker import running_embedded
 
@@ -22,7 +24,7 @@ def open_gateway(settings: Settings, *, inline: bool = False, url: str | None = 
             settings = settings.model_copy(update={"redis_url": url})
             # A Redis that refuses our certificate checks or credentials: one line now.
             RedisTarget.of(settings, url).check()
-            return MediaClient.connect(settings, url)
+            return MediaClient.connect(settings, url, bounded=True)
     from workers.jobs.inline import InlineGateway
 
     return InlineGateway(settings)
