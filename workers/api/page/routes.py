@@ -73,7 +73,9 @@ async def on_cluster(
     try:
         return await run_in_threadpool(call, *args, **kwargs)
     except unavailable as exc:
-        raise ApiError(503, f"the broker does not answer: {exc}", code="broker_unavailable") from None
+        raise ApiError(
+            503, f"the broker does not answer: {exc}", code="broker_unavailable"
+        ) from None
 
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:
