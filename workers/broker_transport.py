@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 from kombu.transport import redis as kombu_redis
+from redis.sentinel import SentinelManagedConnection
 
 
 def _connparams(channel: Any, base: Any, asynchronous: bool) -> Any:
@@ -61,6 +62,16 @@ class _SSLConnection(_WritesRefusedAsConnectionLoss, redis.SSLConnection):
     pass
 
 
+class _SentinelConnection(_WritesRefusedAsConnectionLoss, SentinelManagedConnection):
+    pass
+
+
+class _SentinelSSLConnection(
+    _WritesRefusedAsConnectionLoss, kombu_redis.SentinelManagedSSLConnection
+):
+    pass
+
+
 class Channel(kombu_redis.Channel):
     connection_class = _Connection
     connection_class_ssl = _SSLConnection
@@ -70,6 +81,9 @@ class Channel(kombu_redis.Channel):
 
 
 class SentinelChannel(kombu_redis.SentinelChannel):
+    connection_class = _SentinelConnection
+    connection_class_ssl = _SentinelSSLConnection
+
     def _connparams(self, asynchronous: bool = False) -> Any:
         return _connparams(self, kombu_redis.SentinelChannel, asynchronous)
 
