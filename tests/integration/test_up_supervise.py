@@ -19,6 +19,7 @@ from pipelines.media import Capability, JobRequest
 from pipelines.results import Status
 from tests.support.cluster import ROOT
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.net import free_port
 from tests.support.up import Up, alive, descendants, fresh_home, node_env, wait_for
 from workers.broker import Broker, ensure_embedded, running_embedded, stop_embedded
 from workers.client import MediaClient
@@ -80,6 +81,28 @@ def test_a_killed_worker_is_restarted_and_the_others_keep_running(up: Up) -> Non
     assert "was killed by SIGKILL" in up.text()
     assert "worker-tts.log" in up.text()
     assert speak(up.env, "The worker is back.") is Status.DONE
+
+
+def test_a_killed_serve_is_restarted_under_up_api(
+    tmp_path: Path, models_home: Path, fake_openai: FakeOpenAI
+) -> None:
+    home = fresh_home(tmp_path, models_home)
+    running = Up(home, node_env(home, fake_openai), api_port=free_port()).start()
+    try:
+        running.wait_ready()
+        running.wait_api()
+        before = running.children()
+        os.kill(before["api"], signal.SIGKILL)
+        assert wait_for(lambda: running.restarted("api") is not None, 60), running.text()
+        running.wait_api()
+        after = running.children()
+        assert after["api"] == running.restarted("api") != before["api"]
+        assert {q: after[q] for q in ("vision", "stt", "tts")} == {
+            q: before[q] for q in ("vision", "stt", "tts")
+        }
+        assert "serve.log" in running.text()
+    finally:
+        running.stop()
 
 
 def test_a_killed_up_takes_every_child_along(up: Up) -> None:
