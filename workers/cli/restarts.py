@@ -90,9 +90,6 @@ class Supervised:
             f"log {previous.log}"
         )
 
-    def stop_restarting(self) -> None:
-        self.due = None
-
 
 @dataclass
 class BrokerKeeper:
