@@ -4,7 +4,6 @@ report of each scenario, and RSS sampling. The scenarios themselves are in scena
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.faults.doors import mount_tmpfs, unmount
 from tests.faults.scenarios import Outcome, spoken_sentences
 from tests.support.cluster import ROOT, Cluster, SplitCluster, Worker
 from tests.support.fake_openai import FakeOpenAI
@@ -72,9 +72,8 @@ def up_on_small_disk(tmp_path: Path, fake_openai: FakeOpenAI, models_home: Path)
     """`up_node` with its home on a 20 MB tmpfs, which a scenario fills."""
     home = tmp_path / "home"
     home.mkdir()
-    mount = ["mount", "-t", "tmpfs", "-o", "size=20m,mode=0700", "tmpfs", str(home)]
-    mounted = subprocess.run(mount, capture_output=True, text=True, check=False)
-    assert mounted.returncode == 0, f"a 20 MB tmpfs needs root (CAP_SYS_ADMIN): {mounted.stderr}"
+    failed = mount_tmpfs(home, "20m")
+    assert failed is None, f"a 20 MB tmpfs needs root (CAP_SYS_ADMIN): {failed}"
     running = None
     try:
         (home / "models").symlink_to(models_home / "models")
@@ -85,7 +84,7 @@ def up_on_small_disk(tmp_path: Path, fake_openai: FakeOpenAI, models_home: Path)
     finally:
         if running is not None:
             running.stop()
-        subprocess.run(["umount", "--lazy", str(home)], check=False)
+        unmount(home)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ import functools
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -165,6 +166,18 @@ def kill_broker(up: Up, *_: object) -> list[Answer]:
     os.kill(pid, signal.SIGKILL)
     assert wait_for(lambda: not alive(pid), 30), f"redis-server {pid} survived SIGKILL"
     return []
+
+
+def mount_tmpfs(folder: Path, size: str) -> str | None:
+    """Mount a tmpfs of `size` on `folder`: None once mounted, else why it could not be
+    (it takes root, or CAP_SYS_ADMIN)."""
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(folder)]
+    done = subprocess.run(mount, capture_output=True, text=True, check=False)
+    return None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", "--lazy", str(folder)], check=False)
 
 
 def _refusing_writes(broker_url: str) -> bool:

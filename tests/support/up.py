@@ -22,7 +22,8 @@ from workers.broker import Broker, running_embedded, stop_embedded
 READY_TIMEOUT = 300.0  # three workers loading their models on two busy cores
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.1) -> bool:
+def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.05) -> bool:
+    """Until `predicate` holds, at most `timeout` seconds: whether it did."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
