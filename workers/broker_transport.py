@@ -38,7 +38,7 @@ class BrokerUnwritable(redis.ConnectionError):
     """The broker refuses writes (MISCONF): as good as gone until it writes again."""
 
 
-def _refusing_writes(exc: redis.ResponseError) -> bool:
+def refuses_writes(exc: redis.ResponseError) -> bool:
     # A script's error wraps the server's: "Error running script ... -MISCONF ...".
     return "MISCONF" in str(exc)
 
@@ -48,7 +48,7 @@ class _WritesRefusedAsConnectionLoss:
         try:
             return super().read_response(*args, **kwargs)  # type: ignore[misc]
         except redis.ResponseError as exc:
-            if _refusing_writes(exc):
+            if refuses_writes(exc):
                 self.disconnect()  # type: ignore[attr-defined]
                 raise BrokerUnwritable(str(exc)) from exc
             raise
