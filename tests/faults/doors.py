@@ -47,6 +47,13 @@ FULL_FOR = 5.0
 _STORED = re.compile(r"stored \w+ result for (\S+) \(job ")
 
 
+def fresh(tag: int, slot: int) -> int:
+    """Trailing silence (samples, under a second) that makes a clip of this scenario run
+    (`tag`) and place in it (`slot`: 0-2 in flight, 3 on the full disk, 4- the probes) an
+    input no earlier one was: a probe answered from a stored result would prove nothing."""
+    return 5000 + tag * 16 + slot
+
+
 @dataclass
 class Answer:
     kind: str  # "completed", "failed" (shaped error) or "lost"
@@ -209,7 +216,7 @@ def fill_disk(up: Up, workdir: Path, spoken: Spoken, tag: int) -> list[Answer]:
     try:
         full = time.monotonic()
         assert wait_for(lambda: _refusing_writes(broker.url), 60), "Redis kept writing"
-        clip = long_clip(spoken, 0, workdir / f"full{tag}.wav", 1, salt=15000 + tag)
+        clip = long_clip(spoken, 0, workdir / f"full{tag}.wav", 1, salt=fresh(tag, 3))
         answers = [http_transcribe(up, clip)]
         time.sleep(max(0.0, FULL_FOR - (time.monotonic() - full)))
     finally:
@@ -231,7 +238,7 @@ def door_fault(
     assert broker is not None, "the broker of `up` is not running"
     settings = Settings.from_env({**up.env, "MCP_MEDIA_REDIS_URL": broker.url})
     clips = [
-        long_clip(spoken, i, workdir / f"door{tag}-{i}.wav", 3, salt=9000 + tag * 64 + i)
+        long_clip(spoken, i, workdir / f"door{tag}-{i}.wav", 3, salt=fresh(tag, i))
         for i in range(HTTP_CLIENTS + 1)
     ]
     mcp_blob = settings.media_cache().store_file(clips[-1], MediaKind.AUDIO)
@@ -249,8 +256,10 @@ def door_fault(
     served_again = after_fault = None
     while time.monotonic() - faulted < SERVE_AGAIN_TIMEOUT:
         index = len(probes)
-        probe = long_clip(spoken, index, workdir / f"probe{tag}-{index}.wav", 1, 12000 + index)
-        answer = http_transcribe(up, probe, timeout=120)
+        probe = long_clip(
+            spoken, index, workdir / f"probe{tag}-{index}.wav", 1, fresh(tag, 4 + index)
+        )
+        answer = http_transcribe(up, probe)
         probes.append(answer)
         if answer.kind == "completed":
             served_again = time.monotonic() - faulted
