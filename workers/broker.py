@@ -100,6 +100,10 @@ def _alive(url: str) -> bool:
     client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
     try:
         return bool(client.ping())
+    except redis.ResponseError:
+        # It answered: a server refusing writes (MISCONF, its disk full) refuses PING too,
+        # and is still the one running here; starting another would split the clients.
+        return True
     except (redis.RedisError, OSError):
         return False
     finally:

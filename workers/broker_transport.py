@@ -10,6 +10,13 @@ SIGKILLed, or while a sentinel promoted a replica. A connection error is what th
 ignores: the messages stay in Redis' unacked set, the running jobs finish and record their
 results, and a job that no longer runs comes back by its lease or the journal sweep
 (workers.runtime.recovery), or at last after the visibility timeout.
+
+A broker that refuses writes (`MISCONF`: its append-only file could not be written, a full
+disk) refuses BRPOP too. kombu raises that ResponseError in Celery's event loop, which
+Celery does not count as a connection error: "Unrecoverable error", and the worker stopped
+(measured: an idle worker gone the moment a 20 MB tmpfs holding the AOF filled). Here it is
+a connection error: the consumer reconnects with Celery's back-off until Redis writes again
+(Redis retries the AOF write every second and takes writes the moment space is back).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 
 import redis
 from kombu.transport import redis as kombu_redis
+from redis.sentinel import SentinelManagedConnection
 
 
 def _connparams(channel: Any, base: Any, asynchronous: bool) -> Any:
@@ -26,12 +34,56 @@ def _connparams(channel: Any, base: Any, asynchronous: bool) -> Any:
     return base._connparams(channel, asynchronous)
 
 
+class BrokerUnwritable(redis.ConnectionError):
+    """The broker refuses writes (MISCONF): as good as gone until it writes again."""
+
+
+def refuses_writes(exc: redis.ResponseError) -> bool:
+    # A script's error wraps the server's: "Error running script ... -MISCONF ...".
+    return "MISCONF" in str(exc)
+
+
+class _WritesRefusedAsConnectionLoss:
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().read_response(*args, **kwargs)  # type: ignore[misc]
+        except redis.ResponseError as exc:
+            if refuses_writes(exc):
+                self.disconnect()  # type: ignore[attr-defined]
+                raise BrokerUnwritable(str(exc)) from exc
+            raise
+
+
+class _Connection(_WritesRefusedAsConnectionLoss, redis.Connection):
+    pass
+
+
+class _SSLConnection(_WritesRefusedAsConnectionLoss, redis.SSLConnection):
+    pass
+
+
+class _SentinelConnection(_WritesRefusedAsConnectionLoss, SentinelManagedConnection):
+    pass
+
+
+class _SentinelSSLConnection(
+    _WritesRefusedAsConnectionLoss, kombu_redis.SentinelManagedSSLConnection
+):
+    pass
+
+
 class Channel(kombu_redis.Channel):
+    connection_class = _Connection
+    connection_class_ssl = _SSLConnection
+
     def _connparams(self, asynchronous: bool = False) -> Any:
         return _connparams(self, kombu_redis.Channel, asynchronous)
 
 
 class SentinelChannel(kombu_redis.SentinelChannel):
+    connection_class = _SentinelConnection
+    connection_class_ssl = _SentinelSSLConnection
+
     def _connparams(self, asynchronous: bool = False) -> Any:
         return _connparams(self, kombu_redis.SentinelChannel, asynchronous)
 

@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.faults.doors import mount_tmpfs, unmount
 from tests.faults.scenarios import Outcome, spoken_sentences
 from tests.support.cluster import ROOT, Cluster, SplitCluster, Worker
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.net import free_port
 from tests.support.seaweed import SeaweedS3
+from tests.support.up import Up, fresh_home, node_env
 from workers.broker import ensure_embedded, stop_embedded
 
 REPORT = ROOT / "tests" / "faults" / "last_run.jsonl"
@@ -48,6 +51,40 @@ def split_node(
     yield cluster
     cluster.stop()
     stop_embedded(home)
+
+
+@pytest.fixture
+def up_node(tmp_path: Path, fake_openai: FakeOpenAI, models_home: Path) -> Iterator[Up]:
+    """`mcp-media up --api` in a home of its own: its own embedded broker, three workers and
+    `serve`, every one of them `up`'s to restart."""
+    home = fresh_home(tmp_path, models_home)
+    running = Up(home, node_env(home, fake_openai), api_port=free_port()).start()
+    try:
+        running.wait_ready()
+        running.wait_api()
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def up_on_small_disk(tmp_path: Path, fake_openai: FakeOpenAI, models_home: Path) -> Iterator[Up]:
+    """`up_node` with its home on a 20 MB tmpfs, which a scenario fills."""
+    home = tmp_path / "home"
+    home.mkdir()
+    failed = mount_tmpfs(home, "20m")
+    assert failed is None, f"a 20 MB tmpfs needs root (CAP_SYS_ADMIN): {failed}"
+    running = None
+    try:
+        (home / "models").symlink_to(models_home / "models")
+        running = Up(home, node_env(home, fake_openai), api_port=free_port()).start()
+        running.wait_ready()
+        running.wait_api()
+        yield running
+    finally:
+        if running is not None:
+            running.stop()
+        unmount(home)
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from pipelines.speech.audio import write_wav
 from pipelines.speech.config import TtsConfig
 from tests.support.cluster import Cluster, Worker
 from tests.support.fault_worker import POISON_TASK, POISON_VERSION
+from tests.support.up import wait_for
 from workers import keys
 from workers.broker import Broker, ensure_embedded, stop_embedded
 from workers.client import JobHandle, MediaClient
@@ -153,15 +154,6 @@ def spoken_sentences(models_home: Path) -> Spoken:
 
 
 # waiting and measuring
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 def finish(

@@ -12,6 +12,11 @@ per core runs for the whole soak (started and stopped by PID here).
 `--shared-nothing` runs the same rounds with the workers in a home of their own that shares
 only Redis and a SeaweedFS bucket with the submitting side (the layout of several nodes).
 
+Beside it, in a home of its own, `mcp-media up --api` for the door scenarios (tests/faults/
+doors.py): HTTP and MCP transcriptions in flight while its STT worker, then its
+redis-server, is SIGKILLed (`up` alone restarts them), then while its home's filesystem (a
+tmpfs, when one can be mounted: root) is filled and freed, every round.
+
 Prints one line per scenario per round and a total line; exits 1 if any job was lost or any
 key stored more than one result, 2 if a scenario could not run to its end.
 """
@@ -30,15 +35,18 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.faults import scenarios
+from tests.faults import doors, scenarios
 from tests.faults.scenarios import CpuBurners, Outcome
 from tests.support.cluster import ROOT, Cluster, SplitCluster
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.net import free_port
 from tests.support.seaweed import SeaweedS3, seaweed_s3
+from tests.support.up import Up, node_env
 from workers.broker import ensure_embedded, stop_embedded
 from workers.provisioning.models import prepare
 
 REPORT = ROOT / "tests" / "faults" / "soak_last_run.jsonl"
+SOAK_DISK = "256m"
 
 
 def models_home() -> Path:
@@ -90,7 +98,7 @@ def _run(rounds: int, burners: int, workdir: Path, s3: SeaweedS3 | None) -> int:
         ("submitted", "completed", "dead_lettered", "failed", "lost", "duplicated"), 0
     )
     worst = 0.0
-    broken = 0
+    broken = ran = 0
     REPORT.write_text("")
     with FakeOpenAI() as fake, CpuBurners(burners) as burn:
         layout = "shared nothing (Redis + S3 bucket)" if s3 is not None else "one home"
@@ -101,7 +109,17 @@ def _run(rounds: int, burners: int, workdir: Path, s3: SeaweedS3 | None) -> int:
         cluster = Cluster(home, broker, fake)
         if s3 is not None:
             cluster = SplitCluster(home, worker_home, broker, fake, s3.env("soak"))
+        up_home = workdir / "up-home"
+        up_home.mkdir()
+        # The disk-full scenario fills it: room for the inputs of many rounds, then full.
+        no_tmpfs = doors.mount_tmpfs(up_home, SOAK_DISK)
+        if no_tmpfs:
+            print(f"soak: door_disk_full not run (no tmpfs for it: {no_tmpfs})", flush=True)
+        (up_home / "models").symlink_to(models_home() / "models")
+        up = Up(up_home, node_env(up_home, fake), api_port=free_port()).start()
         try:
+            up.wait_ready()
+            up.wait_api()
             for r in range(1, rounds + 1):
                 steps: list[tuple[str, Callable[[int], Outcome]]] = [
                     ("node_loss", lambda t: scenarios.node_loss(cluster, spoken, workdir, t)),
@@ -118,9 +136,16 @@ def _run(rounds: int, burners: int, workdir: Path, s3: SeaweedS3 | None) -> int:
                         "redis_kill9",
                         lambda t: scenarios.redis_restart(cluster, workdir, t, hard=True),
                     ),
+                    ("door_worker_kill", lambda t: doors.door_worker_kill(up, spoken, workdir, t)),
+                    ("door_redis_kill9", lambda t: doors.door_redis_kill9(up, spoken, workdir, t)),
                 ]
+                if no_tmpfs is None:
+                    steps.append(
+                        ("door_disk_full", lambda t: doors.door_disk_full(up, spoken, workdir, t))
+                    )
                 for index, (name, step) in enumerate(steps):
                     tag = r * 10 + index
+                    ran += 1
                     try:
                         result = step(tag)
                     except Exception:
@@ -137,10 +162,13 @@ def _run(rounds: int, burners: int, workdir: Path, s3: SeaweedS3 | None) -> int:
                         totals[field] += getattr(result, field)
                     worst = max(worst, result.max_latency)
         finally:
+            up.stop()
             cluster.stop()
             stop_embedded(home)
+            if no_tmpfs is None:
+                doors.unmount(up_home)
     print(
-        f"total rounds={rounds} scenarios={rounds * 5 - broken} errors={broken} "
+        f"total rounds={rounds} scenarios={ran - broken} errors={broken} "
         + " ".join(f"{k}={int(v)}" for k, v in totals.items())
         + f" max_latency={worst:.1f}s burners={burners}",
         flush=True,

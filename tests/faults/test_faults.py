@@ -24,10 +24,11 @@ import redis
 
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Status
-from tests.faults import scenarios
+from tests.faults import doors, scenarios
 from tests.faults.conftest import RssSampler, report
 from tests.faults.scenarios import Outcome, audio_jobs, finish, image_jobs, outcome
 from tests.support.cluster import ROOT, Cluster, SplitCluster
+from tests.support.up import Up
 from workers import keys
 
 pytestmark = pytest.mark.faults
@@ -96,6 +97,31 @@ def test_redis_restart_on_nodes_that_share_only_redis_and_a_bucket(
     result.scenario += "_shared_nothing"
     check(result)
     assert result.completed == result.submitted
+
+
+@pytest.mark.parametrize("fault", ["worker_kill", "redis_kill9"])
+def test_door_clients_get_answers_and_the_stack_heals(
+    up_node: Up, spoken: scenarios.Spoken, tmp_path: Path, fault: str
+) -> None:
+    """HTTP and MCP transcriptions in flight under `up --api` while the STT worker or
+    redis-server is SIGKILLed: every request answered in its protocol's shape, and the
+    stack serving again with nobody restarting anything but `up`."""
+    run = doors.door_worker_kill if fault == "worker_kill" else doors.door_redis_kill9
+    result = run(up_node, spoken, tmp_path)
+    check(result)
+    assert result.extra["served_again_s"] != "never", result.line()
+    assert result.extra["restarted"] == 1, up_node.text()
+
+
+def test_door_clients_get_answers_through_a_full_disk_and_the_stack_heals(
+    up_on_small_disk: Up, spoken: scenarios.Spoken, tmp_path: Path
+) -> None:
+    """The home's filesystem fills (Redis refuses writes: MISCONF) and is freed, with HTTP
+    and MCP transcriptions in flight: answered in shape, and serving again by itself."""
+    result = doors.door_disk_full(up_on_small_disk, spoken, tmp_path)
+    check(result)
+    assert result.extra["served_again_s"] != "never", result.line()
+    assert result.extra["restarted"] == 0, up_on_small_disk.text()  # nothing had to die
 
 
 def test_stalled_consumer_is_restarted(node: Cluster, tmp_path: Path) -> None:

@@ -97,8 +97,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     check_storage(settings)  # before the probes: a bucket that cannot be used is one line
     check_ready(settings, queues)
     app = create_app(settings, broker_for(settings))
-    run_worker(app, settings, queues, args.concurrency)
-    return 0
+    return run_worker(app, settings, queues, args.concurrency)
 
 
 def cmd_down(args: argparse.Namespace, settings: Settings) -> int:

@@ -17,8 +17,10 @@ from types import FrameType
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_init
 
 from workers.capabilities import CAPABILITIES
+from workers.lifeline import dies_with_this_process
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,8 +81,8 @@ def node_name(queues: Sequence[str]) -> str:
 
 def run_worker(
     app: Celery, settings: Settings, queues: Sequence[str], concurrency: int | None
-) -> None:
-    """Run a Celery worker for `queues` in this process until it is stopped.
+) -> int:
+    """Run a Celery worker for `queues` in this process until it is stopped; its exit code.
 
     What the worker is (queues, pool, processes, threads) goes on the app's configuration,
     where its signal hooks and heartbeat (and the forked pool children) read it.
@@ -98,7 +100,13 @@ def run_worker(
         "started_at": time.time(),
         "versions": announced_versions(settings, queues),
     }
+    # `worker_main` drops the worker's exit code: an "Unrecoverable error" would exit 0,
+    # and whoever supervises the process could not tell it from a requested stop.
+    started: list[Any] = []
+    worker_init.connect(lambda sender=None, **_: started.append(sender), weak=False)
     app.worker_main(_worker_argv(name, queues, pool, processes))
+    code = getattr(started[-1], "exitcode", None) if started else None
+    return int(code or 0)
 
 
 def announced_versions(settings: Settings, queues: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -156,7 +164,12 @@ def spawn_worker(
         cmd += ["--concurrency", str(concurrency)]
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # a Ctrl-C reaches the supervisor only: it stops warmly
+            preexec_fn=dies_with_this_process(),  # and a killed supervisor takes them along
         )
     return Child("+".join(queues), proc, log, start)
 

@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from workers import keys
+from workers.redis_target import RedisTarget
 from workers.runtime.recovery import (
     HEARTBEAT_SECONDS,
     STALL_SECONDS,
@@ -31,6 +34,7 @@ log = logging.getLogger("mcp_media.recovery")
 # Between beats, a change in how busy the worker is (or a queue paused or resumed) gets
 # announced within this long.
 BUSY_CHECK_SECONDS = 0.5
+QUICK_SECONDS = 2.0  # socket bound of the one call a stopping worker makes
 
 
 def _busy() -> dict[str, Any]:
@@ -226,7 +230,19 @@ class Heartbeat:
         self._announced = {**busy, "consuming": consuming}
 
     def forget(self) -> None:
-        self.store.redis.hdel(keys.WORKERS, self.app.conf.mcp_media_worker["name"])
+        """Remove this worker's announcement as it stops: one bounded try. The store's client
+        retries through a broker outage for about half a minute, which held a stopping
+        worker that long with the broker gone; a stale announcement ages out by itself."""
+        target = RedisTarget.of(self.app.conf.mcp_media_settings, self.app.conf.broker_url)
+        client = target.client(
+            socket_timeout=QUICK_SECONDS,
+            socket_connect_timeout=QUICK_SECONDS,
+            retry=Retry(NoBackoff(), 0),
+        )
+        try:
+            client.hdel(keys.WORKERS, self.app.conf.mcp_media_worker["name"])
+        finally:
+            client.close()
 
     def _sweep(self) -> None:
         """One worker at a time sweeps the journal (the lock expires by itself)."""

@@ -69,7 +69,11 @@ def _on_process_init(app: Celery) -> None:
     """In each forked child: drop the parent's state, then load this child's engines."""
 
     from workers.jobs.stages import for_queue
+    from workers.lifeline import die_with_parent
 
+    # A pool child outlives nothing: if its worker is SIGKILLed, it goes too (no orphan
+    # holding a job whose message the broker hands out again).
+    die_with_parent(app.conf.mcp_media_worker["pid"])
     resources.reset_process()
     queues = app.conf.mcp_media_worker["queues"]
     res = resources.for_process(app.conf.mcp_media_settings, app.conf.broker_url)
