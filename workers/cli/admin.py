@@ -114,7 +114,8 @@ def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
     if workers:
         say(
             f"{len(workers)} worker(s) still use it ({', '.join(workers)}); they keep "
-            "retrying until a broker is back"
+            "retrying until a broker is back (an `mcp-media up` that started this broker "
+            "starts it again: stop `up` to stop everything)"
         )
     stop_embedded(settings.home)
     say(f"stopped the embedded broker on 127.0.0.1:{running.port}")
