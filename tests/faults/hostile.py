@@ -9,7 +9,13 @@ Starts, on a fresh home, a real embedded redis-server, `mcp-media serve` and the
 - wrong_logins: `POST /login` with a wrong key, from 64 loopback addresses (serve);
 - forged_cookies: the page (`GET /`, `POST /page/pause`) with a random cookie and token (serve);
 - mcp_open_delete: MCP `initialize` over HTTP, then `DELETE` of that session (MCP door);
-- mcp_open: `initialize`, the session never closed (MCP door).
+- mcp_open: `initialize`, the session never closed (MCP door);
+- deep_json, long_boundary, lone_surrogate: keyed bodies no parser should walk (serve): a
+  speech request nested 10,000 deep, a multipart boundary of 100,000 characters, an
+  `input` holding a lone surrogate.
+
+Then a broker outage (`tests/faults/outage.py`): the time `serve` takes to a shaped answer
+with its broker stopped and hung, and until it serves again once the broker is back.
 
 For each kind: the count of each status code, requests/s, and the RSS of each door before
 and after (VmRSS) with its peak so far (VmHWM). At the end: the size of serve's `/metrics`
@@ -38,12 +44,17 @@ from pathlib import Path
 
 import httpx2
 
+from tests.faults import outage
 from tests.integration.test_mcp_http import ACCEPT, INITIALIZE
 from tests.support.cluster import ROOT
 from tests.support.net import free_port, wait_for_port
 from workers.broker import ensure_embedded, stop_embedded
 
 REPORT = ROOT / "tests" / "faults" / "hostile_last_run.json"
+JSON_TYPE = "application/json"
+DEEP_JSON = b'{"model": "tts-1", "voice": "alloy", "input": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
+LONG_BOUNDARY = "multipart/form-data; boundary=" + "b" * 100_000
+SURROGATE = b'{"model": "tts-1", "voice": "alloy", "input": "\\ud800 hello"}'
 LOGIN_SOURCES = 64  # 127.0.1.1 .. 127.0.1.64: loopback accepts any 127/8 source
 
 
@@ -113,8 +124,9 @@ async def hammer(count: int, concurrency: int, send: Send) -> tuple[Counter[str]
 class Kinds:
     """The hostile kinds; each builds its own clients (closed by `close`) and a sender."""
 
-    def __init__(self, serve: str, mcp: str, token: str, concurrency: int) -> None:
-        self.serve, self.mcp, self.token, self.concurrency = serve, mcp, token, concurrency
+    def __init__(self, serve: str, mcp: str, keys: tuple[str, str], concurrency: int) -> None:
+        self.serve, self.mcp, self.concurrency = serve, mcp, concurrency
+        self.key, self.token = keys
         self.clients: list[httpx2.AsyncClient] = []
 
     def all(self) -> dict[str, Callable[[], Send]]:
@@ -125,6 +137,11 @@ class Kinds:
             # The closed sessions first: what each kind leaves behind is then its own.
             "mcp_open_delete": lambda: self.mcp_sessions(delete=True),
             "mcp_open": lambda: self.mcp_sessions(delete=False),
+            "deep_json": lambda: self.keyed_body("/v1/audio/speech", DEEP_JSON, JSON_TYPE),
+            "long_boundary": lambda: self.keyed_body(
+                "/v1/audio/transcriptions", b"--x--\r\n", LONG_BOUNDARY
+            ),
+            "lone_surrogate": lambda: self.keyed_body("/v1/audio/speech", SURROGATE, JSON_TYPE),
         }
 
     def client(self, base: str, source: str | None = None) -> httpx2.AsyncClient:
@@ -183,6 +200,16 @@ class Kinds:
 
         return send
 
+    def keyed_body(self, route: str, body: bytes, content_type: str) -> Send:
+        http = self.client(self.serve)
+        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": content_type}
+
+        async def send(_: int) -> str:
+            answer = await http.post(route, content=body, headers=headers)
+            return f"{answer.status_code} {answer.json()['error']['code']}"
+
+        return send
+
 
 async def run_kind(
     kinds: Kinds, make: Callable[[], Send], count: int, concurrency: int
@@ -235,7 +262,7 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
         report["metrics_before"] = scrape(api.url, key)
         report["memory_start"] = {d.name: d.memory() for d in doors}
         results: dict[str, object] = {}
-        kinds = Kinds(api.url, mcp.url, token, concurrency)
+        kinds = Kinds(api.url, mcp.url, (key, token), concurrency)
         for name, make in kinds.all().items():
             before = {d.name: d.memory() for d in doors}
             figures = asyncio.run(run_kind(kinds, make, count, concurrency))
@@ -246,6 +273,11 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
         report["kinds"] = results
         report["metrics_after"] = scrape(api.url, key)
         report["memory_end"] = {d.name: d.memory() for d in doors}
+        report["broker_outage"] = broker_outage = outage.measure(api.url, key, home)
+        for said in outage.lines(broker_outage):
+            print(said, flush=True)
+        api.memory()  # both doors lived through it
+        mcp.memory()
     return report
 
 
