@@ -112,8 +112,8 @@ def tts_model(
     if is_blend(name):  # a blend of a Kokoro folder's voices: the folder of its first voice
         try:
             first = parse_blend(name)[0].name
-        except BlendError as exc:
-            raise ConfigError(str(exc)) from None
+        except BlendError:
+            first = ""  # not a blend after all: a folder still to be prepared, or nothing
         for catalogue in sorted(root.glob("*/voices.json")):
             if first in _voice_names(catalogue):
                 return catalogue.parent, name

@@ -13,6 +13,7 @@ from pipelines.speech.request import SynthesisRequest
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.api.speech import _request
+from workers.configs import tts_model
 from workers.settings import Settings
 from workers.voices import VoiceNotFound, aliases, prepared_voices, resolve_voice
 
@@ -145,3 +146,12 @@ def test_model_and_voice_together_pick_the_voice(settings: Settings) -> None:
     with pytest.raises(ApiError) as refused:
         _speech(settings, model="kokoro-v2", voice="af_heart")
     assert refused.value.code == "model_not_found"
+
+
+def test_a_worker_finds_a_blends_folder_by_its_first_voice(settings: Settings) -> None:
+    kokoro = settings.models_root / "kokoro-v1.0"
+    assert tts_model(settings, "af_bella(2)+af_sky", strict=True) == (kokoro, "af_bella(2)+af_sky")
+    # a folder not prepared here keeps its name (a client computing versions without models)
+    unknown = "piper-en_GB-alan-low"
+    assert tts_model(settings, unknown) == (settings.models_root / unknown, "")
+    assert tts_model(settings, "odd(voice)-name") == (settings.models_root / "odd(voice)-name", "")
