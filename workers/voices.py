@@ -104,16 +104,17 @@ def _language_of(name: str, named: dict[str, Voice]) -> str | None:
 
 def default_voice(settings: Settings, language: str = OPENAI_LANGUAGE) -> str:
     """The configured voice when it speaks `language` (or nothing says what it speaks), else
-    the first prepared voice that does, else the configured one."""
+    the first prepared voice that does, of the configured voice's model first (loaded
+    already), else the configured one."""
     named = _by_name(settings)
     configured = settings.tts.voice
     spoken = _language_of(configured, named)
     if not spoken or spoken.split("-")[0] == language:
         return configured
-    for voice in named.values():
-        if voice.language.split("-")[0] == language:
-            return voice.id
-    return configured
+    model = named[configured].model if configured in named else configured
+    speaking = [v for v in named.values() if v.language.split("-")[0] == language]
+    speaking.sort(key=lambda voice: voice.model != model)  # stable: folder order otherwise
+    return speaking[0].id if speaking else configured
 
 
 def aliases(settings: Settings) -> dict[str, str]:
