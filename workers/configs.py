@@ -17,6 +17,7 @@ from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import MediaKind, StoredBlob
 from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.results import processor_version
+from pipelines.speech.blend import BlendError, is_blend, parse_blend
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.request import FORMATS, SynthesisRequest
 from pipelines.vision import ProviderKind, VisionConfig
@@ -108,6 +109,14 @@ def tts_model(
     for catalogue in sorted(root.glob("*/voices.json")):
         if name in _voice_names(catalogue):
             return catalogue.parent, name
+    if is_blend(name):  # a blend of a Kokoro folder's voices: the folder of its first voice
+        try:
+            first = parse_blend(name)[0].name
+        except BlendError:
+            first = ""  # not a blend after all: a folder still to be prepared, or nothing
+        for catalogue in sorted(root.glob("*/voices.json")):
+            if first in _voice_names(catalogue):
+                return catalogue.parent, name
     if not strict:
         return root / name, ""
     raise ConfigError(

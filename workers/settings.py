@@ -143,8 +143,12 @@ class ApiSettings(BaseModel):
     max_upload_mb: float = Field(default=25.0, gt=0)
     wait: float = Field(default=300.0, gt=0)  # seconds a request waits for its job (then 504)
     retry_after: int = Field(default=5, ge=1)  # the Retry-After of a 429 (queue over high water)
-    # OpenAI voice names (alloy, echo, ...) -> prepared voice folders; unnamed ones: tts.voice.
+    # OpenAI voice names (alloy, echo, ...) -> prepared voices; unnamed ones: tts.voice when
+    # it speaks English, else the first English voice prepared.
     voices: dict[str, str] = Field(default_factory=dict)
+    # /v1/audio/voices and /v1/audio/models without the key on a loopback bind (Open WebUI
+    # asks for them without one); false: keyed like the rest. Off loopback: always keyed.
+    public_catalog: bool = True
     max_speech_request_kb: int = Field(default=256, ge=1)  # JSON body of /v1/audio/speech
     # Jobs-page logins held at once (each lives 7 days); past it the oldest is logged out.
     page_sessions: int = Field(default=1000, ge=1)

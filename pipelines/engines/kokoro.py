@@ -21,6 +21,7 @@ from pipelines.engines.vits import read_symbol_ids
 from pipelines.errors import ConfigError
 
 Samples = NDArray[np.float32]
+_Speaker = int | tuple[tuple[int, float], ...]  # one voice, or a blend (id, coefficient)
 
 
 class OrtKokoro:
@@ -55,19 +56,35 @@ class OrtKokoro:
         self, phonemes: Sequence[str], speaker_id: int = 0, speed: float = 1.0
     ) -> Samples:
         """Audio for one sentence given as phoneme strings (one per clause)."""
+        return self._speak(phonemes, speaker_id, speed)
+
+    def synthesize_mix(
+        self, phonemes: Sequence[str], mix: Sequence[tuple[int, float]], speed: float = 1.0
+    ) -> Samples:
+        """Audio for one sentence in a blend of voices: each run's style is the blend's
+        weighted sum of the voices' styles for that many ids."""
+        return self._speak(phonemes, tuple(mix), speed)
+
+    def _speak(self, phonemes: Sequence[str], speaker: _Speaker, speed: float) -> Samples:
         step = self._styles.shape[1] - 1  # the longest run the style table covers
         parts: list[Samples] = []
         for clause in phonemes:
             known = [self._ids[s] for s in clause if s in self._ids]
             # A clause longer than the model's context is spoken in consecutive runs.
             for start in range(0, len(known), step):
-                parts.append(self._run(known[start : start + step], speaker_id, speed))
+                parts.append(self._run(known[start : start + step], speaker, speed))
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
-    def _run(self, ids: list[int], speaker_id: int, speed: float) -> Samples:
+    def _style(self, speaker: _Speaker, length: int) -> Samples:
+        if isinstance(speaker, int):
+            return np.asarray(self._styles[speaker, length][None, :], dtype=np.float32)
+        style = sum(weight * self._styles[sid, length] for sid, weight in speaker)
+        return np.asarray(style, dtype=np.float32)[None, :]
+
+    def _run(self, ids: list[int], speaker_id: _Speaker, speed: float) -> Samples:
         feeds = {
             self._inputs[0]: np.array([[0, *ids, 0]], dtype=np.int64),
-            self._inputs[1]: self._styles[speaker_id, len(ids)][None, :],
+            self._inputs[1]: self._style(speaker_id, len(ids)),
             self._inputs[2]: np.array([speed], dtype=np.float32),
         }
         audio = self._session.run(None, feeds)[0]

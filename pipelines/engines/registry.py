@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pipelines.errors import ConfigError, Skipped
+from pipelines.speech.blend import is_blend
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import WHISPER_RATE, Transcriber
 from pipelines.speech.stt import validate_model_dir as validate_whisper_dir
@@ -117,7 +118,9 @@ def _load_kokoro(config: TtsConfig, phonemizer: Phonemizer | None) -> TextToSpee
     from pipelines.engines.kokoro import OrtKokoro
 
     files = validate_kokoro_dir(config.model_dir)
-    chosen = files.voice(config.voice) if config.voice else files.catalogue[0]
+    names = {v.name for v in files.catalogue}
+    blend = config.voice if is_blend(config.voice) and config.voice not in names else ""
+    chosen = files.voice(config.voice) if config.voice and not blend else files.catalogue[0]
     voices = Voices(files, kokoro_phonemizer)
     synthesizer = OrtKokoro(
         files.model,
@@ -131,9 +134,10 @@ def _load_kokoro(config: TtsConfig, phonemizer: Phonemizer | None) -> TextToSpee
     config = replace(
         config, voice=chosen.name, speaker_id=chosen.speaker_id, language=chosen.language
     )
-    return TextToSpeech(
+    tts = TextToSpeech(
         synthesizer, phonemizer or voices.phonemizer(chosen.language), config, voices
     )
+    return tts.for_voice(blend) if blend else tts
 
 
 def kokoro_phonemizer(vocabulary: list[str], language: str) -> Phonemizer:

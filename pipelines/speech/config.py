@@ -52,6 +52,8 @@ class TtsConfig:
     # Kokoro: a voice name of the folder's voices.json ("" takes its first voice).
     voice: str = ""
     speaker_id: int = 0
+    # Kokoro: a blend of its voices, (speaker id, coefficient) each; () is `speaker_id` alone.
+    mix: tuple[tuple[int, float], ...] = ()
     language: str = ""  # set from the voice when loaded: en-us, en-gb, zh
     speed: float = 1.0
     noise_scale: float = 0.667  # 0 and 0: deterministic, bit-identical output

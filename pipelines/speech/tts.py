@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pipelines.errors import ConfigError, PermanentError
+from pipelines.speech.blend import BlendError, Mix, is_blend, mix, parse_blend
 from pipelines.speech.config import TtsConfig
 from pipelines.speech.encode import SpeechFile
 from pipelines.speech.text import prepare
@@ -48,6 +49,13 @@ class Synthesizer(Protocol):
     def synthesize(
         self, phonemes: Sequence[str], speaker_id: int = 0, speed: float = 1.0
     ) -> Samples: ...
+
+
+@runtime_checkable
+class Blender(Protocol):
+    """A synthesizer that can speak a blend of its voices (Kokoro)."""
+
+    def synthesize_mix(self, phonemes: Sequence[str], mix: Mix, speed: float = 1.0) -> Samples: ...
 
 
 class SynthesisError(PermanentError):
@@ -237,6 +245,21 @@ class Voices:
         return self.phonemizers[language]
 
 
+def _blend(files: KokoroFiles, spec: str) -> tuple[KokoroVoice, Mix]:
+    """The first voice of a blend (its language speaks the text) and the blend's mix; voices
+    of different languages do not blend (each needs its own phonemes)."""
+    try:
+        parts = parse_blend(spec)
+    except BlendError as exc:
+        raise VoiceError(str(exc)) from None
+    chosen = [files.voice(part.name) for part in parts]
+    languages = {voice.language.split("-")[0] for voice in chosen}
+    if len(languages) > 1:
+        named = ", ".join(f"{v.name} ({v.language})" for v in chosen)
+        raise VoiceError(f"voice blend {spec!r} mixes languages: {named}")
+    return chosen[0], mix(parts, {v.name: v.speaker_id for v in chosen})
+
+
 class TextToSpeech:
     """A loaded voice with its phonemizer and settings; one per worker process."""
 
@@ -271,9 +294,17 @@ class TextToSpeech:
             )
         if self._voices is None:
             raise VoiceError(f"{self.config.model_dir.name} has one voice; it has no {voice!r}")
-        chosen = self._voices.files.voice(voice)
+        files = self._voices.files
+        if is_blend(voice) and voice not in (v.name for v in files.catalogue):
+            chosen, blend = _blend(files, voice)
+        else:
+            chosen, blend = files.voice(voice), ()
         config = replace(
-            config, voice=chosen.name, speaker_id=chosen.speaker_id, language=chosen.language
+            config,
+            voice=voice,
+            speaker_id=chosen.speaker_id,
+            mix=blend,
+            language=chosen.language,
         )
         return TextToSpeech(
             self.synthesizer, self._voices.phonemizer(chosen.language), config, self._voices
@@ -289,7 +320,12 @@ class TextToSpeech:
         phonemes = self.phonemizer.phonemize(sentence)
         if not phonemes:
             raise SynthesisError(f"no phonemes for {sentence!r}")
-        samples = self.synthesizer.synthesize(phonemes, self.config.speaker_id, self.config.speed)
+        if self.config.mix and isinstance(self.synthesizer, Blender):
+            samples = self.synthesizer.synthesize_mix(phonemes, self.config.mix, self.config.speed)
+        else:
+            samples = self.synthesizer.synthesize(
+                phonemes, self.config.speaker_id, self.config.speed
+            )
         if samples.size == 0:
             raise SynthesisError(f"the voice returned no audio for {sentence!r}")
         if not np.all(np.isfinite(samples)) or float(np.max(np.abs(samples))) < _SILENT_PEAK:

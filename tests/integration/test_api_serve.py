@@ -220,3 +220,31 @@ def test_an_upload_that_is_the_homes_first_write_makes_private_folders(cluster: 
         assert folders and all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in folders), [
             (p, oct(p.stat().st_mode)) for p in folders
         ]
+
+
+def test_the_voice_and_model_lists_are_open_on_loopback_only(cluster: Cluster) -> None:
+    """Open WebUI asks for `{base}/audio/voices` and `{base}/audio/models` without a key and
+    reads `voices[].id`/`name` and `models[].id`: on a loopback bind both answer; every other
+    /v1 path keeps its key; `API__PUBLIC_CATALOG=false`, or a bind off loopback, keys them."""
+    lists = ("/v1/audio/voices", "/v1/audio/models")
+    with serve(cluster) as served:
+        for path in lists:
+            response = httpx2.get(f"{served.url}{path}", timeout=10)
+            assert response.status_code == 200, path
+        voices = httpx2.get(f"{served.url}/v1/audio/voices", timeout=10).json()
+        assert isinstance(voices["voices"], list)
+        models = httpx2.get(f"{served.url}/v1/audio/models", timeout=10).json()
+        ids = [m["id"] for m in models.get("models", [])]  # as Open WebUI reads them
+        assert ids[:3] == ["tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+        assert models["object"] == "list" and models["data"][0]["object"] == "model"
+        assert httpx2.get(f"{served.url}/v1/models", timeout=10).status_code == 401
+        assert httpx2.get(f"{served.url}/v1/audio/voices/", timeout=10).status_code == 401
+    with serve(cluster, MCP_MEDIA_API__PUBLIC_CATALOG="false") as served:
+        for path in lists:
+            assert httpx2.get(f"{served.url}{path}", timeout=10).status_code == 401, path
+    key = "k" * 24
+    with serve(cluster, "--host", "0.0.0.0", MCP_MEDIA_API__KEY=key) as served:
+        for path in lists:
+            assert httpx2.get(f"{served.url}{path}", timeout=10).status_code == 401, path
+            keyed = {"Authorization": f"Bearer {key}"}
+            assert httpx2.get(f"{served.url}{path}", headers=keyed, timeout=10).status_code == 200

@@ -626,3 +626,28 @@ def test_speak_and_transcribe_audio_over_mcp(speech_home: Cluster) -> None:
             assert shown["segments"].startswith("[0.00-") and "paid" in shown["segments"]
 
     run(scenario)
+
+
+@pytest.mark.models
+def test_speak_over_mcp_takes_a_voice_by_name(speech_home: Cluster) -> None:
+    """The speak tool's `voice`: each prepared voice by its name, an unknown one refused
+    saying where to look."""
+
+    async def scenario() -> None:
+        async with proxied(speech_home, "--inline", *wrap()) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert "voice" in tools["speak"].input_schema["properties"]
+            said: dict[str, bytes] = {}
+            for voice in ("af_bella", "bf_emma", "af_bella(2)+af_heart"):
+                got = await client.call_tool(
+                    "speak", {"text": "Good morning.", "voice": voice, "wait": 300}
+                )
+                assert not got.is_error, texts(got)
+                audio = got.content[0]
+                assert isinstance(audio, types.AudioContent)
+                said[voice] = base64.b64decode(audio.data)
+            assert len(set(said.values())) == 3
+            refused = await client.call_tool("speak", {"text": "Hi.", "voice": "nobody"})
+            assert refused.is_error and "unknown voice 'nobody'" in texts(refused)[0]
+
+    run(scenario)

@@ -278,7 +278,7 @@ def test_models_voices_readiness_and_metrics(speech_api: tuple[Cluster, Served, 
     assert {"whisper-1", "whisper-tiny.en", "tts-1", "piper-en_US-joe-medium"} <= ids
     auth = {"Authorization": f"Bearer {served.key}"}
     voices = httpx2.get(f"{served.url}/v1/audio/voices", headers=auth, timeout=30).json()
-    assert voices["voices"][0] == "piper-en_US-joe-medium"
+    assert voices["voices"][0]["id"] == "piper-en_US-joe-medium"
     assert voices["aliases"]["alloy"] == "piper-en_US-joe-medium"
     ready = httpx2.get(f"{served.url}/readyz", timeout=30)
     assert (ready.status_code == 200 and ready.json()["workers"] == {"stt": 2, "tts": 1}) or (

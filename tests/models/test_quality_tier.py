@@ -141,4 +141,16 @@ def test_language_and_voice_per_request_through_workers(
     assert forced["status"] == "done" and forced["language"] == "en"
     assert forced["text"] != heard["text"]  # its own result, not the detected one again
     refused = quality_cluster.cli("speak", "hello", "--voice", "nobody_here", "--wait", "600")
-    assert refused.returncode != 0 and "no voice or model 'nobody_here'" in refused.stderr
+    assert refused.returncode != 0 and "unknown voice 'nobody_here'" in refused.stderr
+
+
+def test_speak_by_cli_takes_openai_names_and_kokoro_blends(quality_cluster: Cluster) -> None:
+    def spoken(voice: str) -> bytes:
+        said = quality_cluster.cli_json("speak", "Good morning.", "--voice", voice, "--inline")
+        assert said["status"] == "done", said
+        return Path(said["path"]).read_bytes()
+
+    blend = spoken("af_bella(2) + af_heart(1)")
+    assert len({blend, spoken("af_bella"), spoken("af_heart"), spoken("alloy")}) == 4
+    refused = quality_cluster.cli("speak", "Hi.", "--voice", "af_bella+zf_xiaobei", "--inline")
+    assert refused.returncode == 2 and "mixes languages" in refused.stderr

@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workers.api import health, metrics, models, page, speech, transcribe
-from workers.api.auth import check_bearer, needs_key
+from workers.api.auth import CATALOG_PATHS, check_bearer, needs_key
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.api.metrics import ApiMetrics
@@ -29,14 +29,17 @@ log = logging.getLogger(__name__)
 
 
 class KeyGuard:
-    """Pure ASGI (streamed responses pass untouched): /v1/* and /metrics need the key."""
+    """Pure ASGI (streamed responses pass untouched): /v1/* and /metrics need the key, but
+    the `open` paths."""
 
-    def __init__(self, app: ASGIApp, key: str) -> None:
+    def __init__(self, app: ASGIApp, key: str, open_paths: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.key = key
+        self.open = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and needs_key(scope["path"]):
+        path = scope.get("path", "")
+        if scope["type"] == "http" and needs_key(path) and path not in self.open:
             try:
                 check_bearer(Request(scope), self.key)
             except ApiError as exc:
@@ -168,7 +171,8 @@ def create_app(
     app = Starlette(routes=routes, exception_handlers={ApiError: _api_error}, lifespan=lifespan)
     known = frozenset(route.path for route in routes if isinstance(route, Route))
     app.add_middleware(ShapedErrors, fault=ctx.fault)
-    app.add_middleware(KeyGuard, key=key)
+    public = settings.api.public_catalog and is_loopback(host)
+    app.add_middleware(KeyGuard, key=key, open_paths=CATALOG_PATHS if public else frozenset())
     app.add_middleware(HostGuard, loopback=is_loopback(host))
     app.add_middleware(CountRequests, metrics=ctx.metrics, known=known)  # refusals count too
     return app

@@ -10,6 +10,8 @@ from starlette.requests import Request
 from workers.api.errors import ApiError
 
 PROTECTED_PREFIXES = ("/v1/", "/metrics")
+# What a client lists before it has a key (Open WebUI's voice and model pickers).
+CATALOG_PATHS = frozenset({"/v1/audio/voices", "/v1/audio/models"})
 
 
 def needs_key(path: str) -> bool:

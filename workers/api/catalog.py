@@ -1,6 +1,7 @@
 """What the API offers: the STT model, the TTS models and voices, OpenAI's names for them.
 
-Read from the model folders (ONNX metadata, never a loaded model), once per folder.
+Read from the model folders (ONNX metadata and small JSON files, never a loaded model); the
+voices by name are `workers.voices`, shared with the MCP and CLI doors.
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ from pipelines.onnx_metadata import read_onnx_metadata
 from workers.api.errors import ApiError
 from workers.configs import stt_config
 from workers.settings import Settings
+from workers.voices import (
+    OPENAI_VOICES,
+    Voice,
+    VoiceNotFound,
+    aliases,
+    prepared_voices,
+    tts_folders,
+)
+from workers.voices import resolve_voice as resolve
 
-# OpenAI's voices; each maps to a prepared voice (MCP_MEDIA_API__VOICES, else the default).
-OPENAI_VOICES = (
-    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer",
-    "verse",
-)  # fmt: skip
+__all__ = ["OPENAI_VOICES", "aliases", "resolve_voice", "voices"]
+
 TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 STT_ALIAS = "whisper-1"
 
@@ -45,39 +52,26 @@ def stt_model(settings: Settings) -> SttModel:
     return SttModel(model_dir.name, _multilingual(model_dir))
 
 
-def voices(settings: Settings) -> list[str]:
-    """Prepared voice folders (a piper model and its tokens), the configured one first."""
-    root = settings.models_root
-    found = []
-    try:
-        for folder in sorted(root.iterdir()):
-            if (folder / "model.onnx").is_file() and (folder / "tokens.txt").is_file():
-                found.append(folder.name)
-    except OSError:
-        pass
+def voices(settings: Settings) -> list[Voice]:
+    """Every prepared voice by its own name, the configured one first."""
+    found = prepared_voices(settings)
     default = settings.tts.voice
-    return [default, *(name for name in found if name != default)]
+    first = [v for v in found if v.id == default]
+    return [*first, *(v for v in found if v.id != default)]
 
 
-def aliases(settings: Settings) -> dict[str, str]:
-    given = settings.api.voices
-    return {name: given.get(name, settings.tts.voice) for name in OPENAI_VOICES}
+def tts_models(settings: Settings) -> list[str]:
+    """OpenAI's TTS model names, then each prepared TTS folder."""
+    return [*TTS_MODELS, *tts_folders(settings)]
 
 
-def resolve_voice(settings: Settings, voice: str) -> str:
-    """An OpenAI voice name or a prepared voice folder -> the folder; 400 for anything else."""
-    if voice in OPENAI_VOICES:
-        return aliases(settings)[voice]
-    if voice in voices(settings):
-        return voice
-    raise ApiError(
-        400,
-        f"unknown voice {voice!r}: use one of {', '.join(OPENAI_VOICES)} or a prepared voice "
-        "(GET /v1/audio/voices)",
-        param="voice",
-        code="unknown_voice",
-    )
+def resolve_voice(settings: Settings, voice: str, model: str | None = None) -> str:
+    """`workers.voices.resolve_voice`, an unknown voice a 400 `unknown_voice`."""
+    try:
+        return resolve(settings, voice, model)
+    except VoiceNotFound as exc:
+        raise ApiError(400, str(exc), param="voice", code="unknown_voice") from None
 
 
 def model_ids(settings: Settings) -> list[str]:
-    return [STT_ALIAS, stt_model(settings).id, *TTS_MODELS, *voices(settings)]
+    return [STT_ALIAS, stt_model(settings).id, *tts_models(settings)]

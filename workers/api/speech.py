@@ -1,5 +1,6 @@
-"""`/v1/audio/speech` and `/v1/audio/voices`: one TTS job per request (or its stored result),
-the audio streamed to the client as the worker finishes each sentence.
+"""`/v1/audio/speech`: one TTS job per request (or its stored result), the audio streamed to
+the client as the worker finishes each sentence; `/v1/audio/voices` and `/v1/audio/models`:
+what it can speak with, by name.
 
 The job writes its encoded audio to a Redis stream as it goes (`workers.chunks`); this
 process relays it, so the first bytes leave after one sentence's work, not the whole text's.
@@ -25,7 +26,7 @@ from pipelines.results import Envelope
 from workers import keys
 from workers.api import jobs
 from workers.api.bodies import read_json
-from workers.api.catalog import TTS_MODELS, aliases, resolve_voice, voices
+from workers.api.catalog import TTS_MODELS, aliases, resolve_voice, tts_models, voices
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.api.relay import Relay
@@ -57,9 +58,9 @@ def _request(ctx: ApiContext, data: dict[str, Any]) -> tuple[dict[str, Any], str
             code="input_too_long",
         )
     model = data.get("model", "tts-1")
-    if model not in (*TTS_MODELS, *voices(settings)):
+    if not isinstance(model, str) or model not in tts_models(settings):
         raise ApiError(
-            400, f"model {model!r} is not served here (GET /v1/models)", param="model",
+            400, f"model {model!r} is not served here (GET /v1/audio/models)", param="model",
             code="model_not_found",
         )  # fmt: skip
     voice = data.get("voice", "alloy")
@@ -67,7 +68,8 @@ def _request(ctx: ApiContext, data: dict[str, Any]) -> tuple[dict[str, Any], str
         voice = voice.get("id")
     if not isinstance(voice, str):
         raise ApiError(400, "`voice` must be a voice name", param="voice")
-    folder = model if model not in TTS_MODELS else resolve_voice(settings, voice)
+    # A prepared folder as the model narrows the voice to that folder's voices.
+    chosen = resolve_voice(settings, voice, None if model in TTS_MODELS else model)
     fmt = data.get("response_format", "mp3")
     if fmt not in FORMATS:
         raise ApiError(
@@ -81,7 +83,7 @@ def _request(ctx: ApiContext, data: dict[str, Any]) -> tuple[dict[str, Any], str
         raise ApiError(400, "stream_format must be audio or sse", param="stream_format")
     stream = data.get("stream", True)  # not OpenAI's: false waits for the whole file
     job_format, content_type = FORMATS[fmt]
-    params = synthesis_request(text, settings, fmt=job_format, speed=float(speed), voice=folder)
+    params = synthesis_request(text, settings, fmt=job_format, speed=float(speed), voice=chosen)
     return params, content_type, stream_format, stream is not False
 
 
@@ -139,9 +141,23 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         return _respond(relay.rest(first), content_type, stream_format)
 
     async def list_voices(request: Request) -> JSONResponse:
-        return JSONResponse({"voices": voices(ctx.settings), "aliases": aliases(ctx.settings)})
+        """Open WebUI and Kokoro-FastAPI's shape: `{"voices": [{"id", "name", ...}]}`."""
+        found = await to_thread.run_sync(voices, ctx.settings)
+        listed = [voice.to_json() for voice in found]
+        return JSONResponse({"voices": listed, "aliases": aliases(ctx.settings)})
+
+    async def list_models(request: Request) -> JSONResponse:
+        """OpenAI's model objects under `data`, and under `models` for Open WebUI (which
+        reads `models` from `/audio/models`)."""
+        found = await to_thread.run_sync(tts_models, ctx.settings)
+        data = [
+            {"id": ident, "object": "model", "created": 0, "owned_by": "mcp-media"}
+            for ident in found
+        ]
+        return JSONResponse({"object": "list", "data": data, "models": data})
 
     return [
         Route("/v1/audio/speech", speech, methods=["POST"]),
         Route("/v1/audio/voices", list_voices, methods=["GET"]),
+        Route("/v1/audio/models", list_models, methods=["GET"]),
     ]

@@ -59,8 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", metavar="TEXT|-")
     p.add_argument(
         "--voice",
-        help="a voice (af_heart, zf_xiaobei, ... see `mcp-media models list`) or a voice"
-        " model folder under $MCP_MEDIA_HOME/models",
+        help="a voice (af_heart, zf_xiaobei, ... see `mcp-media models list`), a voice"
+        " model folder under $MCP_MEDIA_HOME/models, an OpenAI voice name (alloy, ...) or a"
+        " Kokoro blend (af_bella(2)+af_sky(1))",
     )
     p.add_argument("--format", choices=["ogg", "wav"])
     p.add_argument("--speed", type=float)

@@ -133,10 +133,13 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
     # line, before anything is stored or enqueued (the worker checks again).
     prepare(text, settings.tts.max_chars)
     if args.voice:
-        from workers.configs import tts_model
+        from pipelines.errors import ConfigError
+        from workers.voices import VoiceNotFound, resolve_voice
 
-        if settings.models_root.is_dir():  # a client without models leaves it to the worker
-            tts_model(settings, args.voice, strict=True)  # an unknown voice: one line, here
+        try:  # an unknown voice: one line, here (a client without models: the worker's)
+            args.voice = resolve_voice(settings, args.voice, here=False)
+        except VoiceNotFound as exc:
+            raise ConfigError(str(exc)) from None
         settings.tts.voice = args.voice
     if args.stream:
         from workers.cli.streaming import speak_stream

@@ -27,6 +27,7 @@ from pipelines.speech.transcript import Transcript, format_transcript
 from workers.configs import store_request, synthesis_request
 from workers.gateway import JobHandle
 from workers.mcp.rewriter import MCP_FETCH, MediaRewriter, failure_reason
+from workers.voices import VoiceNotFound, resolve_voice
 
 log = logging.getLogger("mcp_media.tools")
 
@@ -100,6 +101,12 @@ DEFINITIONS = [
             {
                 "text": {"type": "string", "minLength": 1},
                 "format": {"type": "string", "enum": ["ogg", "wav"]},
+                "voice": {
+                    "type": "string",
+                    "description": "a prepared voice by name (af_bella, zf_xiaobei, a piper"
+                    " folder), an OpenAI voice name (alloy, ...), or a Kokoro blend such as"
+                    " af_bella(2)+af_sky(1); default: the configured voice",
+                },
                 "wait": WAIT_ARG,
             },
             ["text"],
@@ -254,7 +261,17 @@ class OwnTools:
         fmt = arguments.get("format", "ogg")
         if not isinstance(text, str) or not text.strip():
             raise ToolInputError("text must be a non-empty string")
-        params = synthesis_request(text, self.settings, fmt if isinstance(fmt, str) else None)
+        voice = arguments.get("voice")
+        if voice is not None:
+            if not isinstance(voice, str) or not voice.strip():
+                raise ToolInputError("voice must be a voice name")
+            try:
+                voice = resolve_voice(self.settings, voice.strip(), here=False)
+            except VoiceNotFound as exc:
+                raise ToolInputError(str(exc)) from None
+        params = synthesis_request(
+            text, self.settings, fmt if isinstance(fmt, str) else None, voice=voice
+        )
         request = store_request(self.settings, params)
         job = JobRequest(Capability.AUDIO_SYNTHESIZE, request.sha256, request.path)
         handle = await self._run(job, self._wait(arguments))  # 0: answer at once

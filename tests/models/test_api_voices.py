@@ -1,0 +1,151 @@
+"""Voices by name through a real serve, a real tts worker and the official `openai` client on
+the real Kokoro v1.0 and piper voices: each voice answers for itself (never from another's
+cache), every prepared voice by its own name, the lists Open WebUI reads without a key, and
+Kokoro blends."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import numpy as np
+import openai
+import pytest
+import redis
+from openai import OpenAI
+
+from pipelines.engines.registry import load_tts
+from pipelines.speech.config import TtsConfig
+from pipelines.speech.tts import VoiceError
+from tests.support.cluster import Cluster
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.serve import Served, serve
+from workers.provisioning.models import ModelInfo, prepare
+
+pytestmark = pytest.mark.models
+
+SENTENCE = "The invoice was paid on Monday."
+CHINESE = "明天下午三点我们开会。"
+
+
+@pytest.fixture(scope="module")
+def quality_models(models_home: Path) -> list[ModelInfo]:
+    return prepare(models_home, tier="quality", log=lambda message: None)
+
+
+@pytest.fixture(scope="module")
+def voices_api(
+    tmp_path_factory: pytest.TempPathFactory,
+    broker: Any,
+    models_home: Path,
+    quality_models: list[ModelInfo],
+) -> Iterator[tuple[Served, OpenAI]]:
+    """One tts worker (piper by default, Kokoro loaded when a request names it) and serve."""
+    client = redis.Redis.from_url(broker.url)
+    client.flushall()
+    client.close()
+    with FakeOpenAI() as fake:
+        cluster = Cluster(tmp_path_factory.mktemp("voices") / "home", broker, fake)
+        cluster.home.mkdir(parents=True)
+        (cluster.home / "models").symlink_to(models_home / "models")
+        cluster.env_vars.update(MCP_MEDIA_TTS__NOISE_SCALE="0", MCP_MEDIA_TTS__NOISE_SCALE_W="0")
+        try:
+            cluster.start_worker("tts", concurrency=1)
+            with serve(cluster) as served:
+                api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
+                yield served, api
+        finally:
+            cluster.stop()
+
+
+def speak(api: OpenAI, voice: str, model: str = "tts-1", text: str = SENTENCE) -> bytes:
+    return api.audio.speech.create(
+        model=model, voice=voice, input=text, response_format="pcm"
+    ).content  # raw samples: a streamed WAV's header differs from a stored one's
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_two_kokoro_voices_give_two_answers(voices_api: tuple[Served, OpenAI]) -> None:
+    """The table's case: model kokoro-v1.0 with af_bella, then bf_emma, answered the second
+    from the first's cache (the same bytes)."""
+    _served, api = voices_api
+    bella = speak(api, "af_bella", model="kokoro-v1.0")
+    emma = speak(api, "bf_emma", model="kokoro-v1.0")
+    assert len(bella) > 48_000 and len(emma) > 48_000  # a second of 24 kHz s16 at least
+    assert digest(bella) != digest(emma)
+    # tts-1 with a voice's own name is the same request: the same stored answer
+    assert digest(speak(api, "af_bella")) == digest(bella)
+    assert digest(speak(api, "af_bella", model="kokoro-v1.0")) == digest(bella)
+
+
+def test_every_prepared_voice_answers_by_its_own_name(voices_api: tuple[Served, OpenAI]) -> None:
+    _served, api = voices_api
+    chinese = speak(api, "zf_xiaobei", text=CHINESE)
+    heart = speak(api, "af_heart")
+    piper = speak(api, "piper-en_US-joe-medium")
+    assert len({digest(chinese), digest(heart), digest(piper)}) == 3
+    assert len(chinese) > 48_000
+    with pytest.raises(openai.BadRequestError) as refused:
+        speak(api, "af_nobody")
+    assert refused.value.code == "unknown_voice"
+    assert "GET /v1/audio/voices" in refused.value.message
+    with pytest.raises(openai.BadRequestError) as refused:
+        speak(api, "af_bella", model="piper-en_US-joe-medium")
+    assert "belongs to model 'kokoro-v1.0'" in refused.value.message
+
+
+def test_voices_and_models_read_as_open_webui_reads_them_without_a_key(
+    voices_api: tuple[Served, OpenAI],
+) -> None:
+    served, _api = voices_api
+    data = httpx2.get(f"{served.url}/v1/audio/voices", timeout=30).json()
+    voices = {v["id"]: v["name"] for v in data.get("voices", [])}  # Open WebUI's own parse
+    assert {"piper-en_US-joe-medium", "af_heart", "af_bella", "bf_emma", "zf_xiaobei"} <= set(
+        voices
+    )
+    by_id = {v["id"]: v for v in data["voices"]}
+    assert by_id["zf_xiaobei"]["language"] == "zh"
+    assert by_id["zf_xiaobei"]["model"] == "kokoro-v1.0"
+    assert by_id["piper-en_US-joe-medium"]["language"] == "en-us"
+    assert data["voices"][0]["id"] == "piper-en_US-joe-medium"  # the configured voice first
+    assert data["aliases"]["alloy"] == "piper-en_US-joe-medium"
+    models = httpx2.get(f"{served.url}/v1/audio/models", timeout=30).json()
+    ids = [m["id"] for m in models.get("models", [])]  # Open WebUI reads `models`
+    assert {"tts-1", "kokoro-v1.0", "piper-en_US-joe-medium"} <= set(ids)
+    assert [m["id"] for m in models["data"]] == ids
+    assert all(m["object"] == "model" and "created" in m for m in models["data"])
+
+
+def test_a_blend_speaks_and_differs_from_its_voices(voices_api: tuple[Served, OpenAI]) -> None:
+    _served, api = voices_api
+    bella = speak(api, "af_bella")
+    heart = speak(api, "af_heart")
+    equal = speak(api, "af_bella+af_heart", model="kokoro-v1.0")
+    weighted = speak(api, "af_bella(2)+af_heart(1)")
+    assert len({digest(bella), digest(heart), digest(equal), digest(weighted)}) == 4
+    with pytest.raises(openai.BadRequestError) as refused:
+        speak(api, "af_bella+zf_xiaobei")
+    assert refused.value.code == "unknown_voice" and "mixes languages" in refused.value.message
+
+
+def test_a_blend_is_the_normalised_weighted_average(models_home: Path, quality_models: Any) -> None:
+    """On the engine: weights (2, 1) and (4, 2) are one blend; a blend is neither voice."""
+    kokoro = load_tts(TtsConfig(models_home / "models" / "kokoro-v1.0"))
+
+    def said(voice: str) -> np.ndarray[Any, Any]:
+        samples = kokoro.for_voice(voice).synthesize("Good morning.").samples
+        assert samples is not None
+        return samples
+
+    blend = said("af_bella(2)+af_heart(1)")
+    assert np.array_equal(blend, said("af_bella(4)+af_heart(2)"))
+    for alone in (said("af_bella"), said("af_heart")):
+        assert len(alone) != len(blend) or not np.allclose(alone, blend, atol=1e-3)
+    with pytest.raises(VoiceError, match="mixes languages"):
+        kokoro.for_voice("af_heart+zm_yunxi")
