@@ -12,6 +12,7 @@ import pytest
 from pipelines.engines.chinese_script import script_converter
 from pipelines.engines.registry import chinese_writer
 from pipelines.engines.whisper import compression_ratio
+from pipelines.engines.whisper_timestamps import split_window
 from pipelines.errors import PermanentError
 from pipelines.speech.audio import write_wav
 from pipelines.speech.chinese_script import split_language
@@ -147,3 +148,9 @@ def test_speech_after_silence_is_timed_from_where_it_starts(tmp_path: Path) -> N
     # The decoder heard the speech from 0.3 s before it, then the one-pass silence after it.
     (window,) = heard.windows
     assert len(window) == pytest.approx(8.3 * RATE, abs=2)
+
+
+def test_each_piece_keeps_the_tokens_whisper_wrote_for_it() -> None:
+    begin, eot = 100, 99  # timestamps from 100 up; text below the end of text
+    window = split_window([100, 1, 2, 150, 150, 3, 170], begin, eot)
+    assert [p.written for p in window.pieces] == [(100, 1, 2, 150), (150, 3, 170)]
