@@ -10,9 +10,12 @@ export MCP_MEDIA_HOME ?= $(CURDIR)/.home
 
 install: $(STAMP)
 
+# opencc-python-reimplemented (no longer a dependency) ships the same `opencc` module as
+# OpenCC's own package: it goes first, so the module left is the maintained one.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip uninstall --quiet -y opencc-python-reimplemented
 	$(BIN)/python -m pip install --quiet -e '.[all]'
 	touch $(STAMP)
 

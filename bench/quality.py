@@ -4,11 +4,11 @@ by espeak-ng (a second voice no STT model was trained on), plus RTF on one threa
 
 Scoring normalises only what is not an error: case, punctuation, number style and
 abbreviations (English: both texts go through the TTS text rules, so "Dr." is "doctor" and
-"1,200" is "one thousand two hundred"), and Traditional vs Simplified characters (Chinese:
-whisper writes either; both texts go through OpenCC t2s). espeak-ng speaks Chinese from
-pinyin phonemes: its own reading of characters says tone digits in English (`bench.espeak_zh`).
-Needs `espeak-ng` on PATH (`make bench`
-installs the Debian package when it is missing) and the quality tier
+"1,200" is "one thousand two hundred"), and number style in Chinese. Chinese is scored on the
+text users receive, script and all: a Traditional character for a Simplified one is an error.
+espeak-ng speaks Chinese from pinyin phonemes: its own reading of characters says tone digits
+in English (`bench.espeak_zh`). Needs `espeak-ng` on PATH (`make bench` installs the Debian
+package when it is missing) and the quality tier
 (`mcp-media models prepare --tier quality`, which this suite runs).
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 from bench.espeak_zh import espeak_phonemes
 from bench.peers import wer
 from bench.results import Entry, record
-from pipelines.engines.registry import load_transcriber, load_tts
+from pipelines.engines.registry import chinese_writer, load_transcriber, load_tts
 from pipelines.speech.audio import write_wav
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import transcribe
@@ -92,6 +92,7 @@ def _tier(name: str, models: Path, work: Path) -> None:
     tier = TIERS[name]
     stt_config = SttConfig(models / tier["stt"], threads=1)
     transcriber = load_transcriber(stt_config)
+    chinese = chinese_writer(stt_config.chinese_script)  # what users receive: Simplified
     base = load_tts(TtsConfig(models / tier["tts"], threads=1, noise_scale=0.0, noise_scale_w=0.0))
     tallies: dict[tuple[str, str], Tally] = {}
     for voice, language in tier["voices"].items():
@@ -109,7 +110,7 @@ def _tier(name: str, models: Path, work: Path) -> None:
                 key = (language, source)
                 tally = tallies.setdefault(key, Tally())
                 config = replace(stt_config, language=language)
-                transcript = transcribe(path, transcriber, config)
+                transcript = transcribe(path, transcriber, config, chinese=chinese)
                 score = (
                     wer(normalize(sentence), normalize(transcript.text))
                     if language == "en"

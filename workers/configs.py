@@ -18,6 +18,7 @@ from pipelines.media import MediaKind, StoredBlob
 from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.results import processor_version
 from pipelines.speech.blend import BlendError, is_blend, parse_blend
+from pipelines.speech.chinese_script import SCRIPTS, split_language
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.request import FORMATS, SynthesisRequest
 from pipelines.vision import ProviderKind, VisionConfig
@@ -73,6 +74,7 @@ def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> 
         vad_model=vad if vad.exists() else None,
         threads=settings.stt.threads,
         language=_stt_language(model_dir, settings.stt.language),
+        chinese_script=settings.stt.chinese_script,
         max_seconds=settings.stt.max_seconds,
         max_bytes=settings.max_blob_bytes,
     )
@@ -81,6 +83,7 @@ def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> 
         config,
         language=given.get("language", config.language),
         task=given.get("task", config.task),
+        chinese_script=given.get("script", config.chinese_script),
     )
 
 
@@ -165,12 +168,19 @@ def vision_version(settings: Settings) -> str:
 
 def stt_options(params: Mapping[str, Any] | None) -> dict[str, str]:
     """The job's STT options that differ from what the worker does by default: a language
-    code (checked) and `task` when it is not a plain transcription."""
+    code (checked; a tag such as zh-TW is the language and the Chinese script it names),
+    the script of Chinese transcripts, and `task` when it is not a plain transcription."""
     given = params or {}
     options: dict[str, str] = {}
     language = request_language(given)
+    script = given.get("script") or None
     if language:
-        options["language"] = language
+        options["language"], named = split_language(language)
+        script = script or named
+    if script is not None:
+        if not isinstance(script, str) or script not in SCRIPTS:
+            raise PermanentError(f"Chinese script {script!r} is not one of {', '.join(SCRIPTS)}")
+        options["script"] = script
     task = given.get("task")
     if task not in (None, "", "transcribe"):
         if task != "translate":
@@ -201,7 +211,10 @@ def stt_announcement(settings: Settings) -> dict[str, Any]:
     config = stt_config(settings)
     base = processor_version(
         "stt",
-        2,  # 2: timestamped windows over the laid-out speech
+        # 2: timestamped windows over the laid-out speech; 3: Mandarin in a chosen script,
+        # silence never decoded, times from the speech's start, whisper's decoding figures
+        3,
+        config.chinese_script,
         _model_fingerprint(config.model_dir),
         config.language,
         config.vad_model is not None,
@@ -210,13 +223,14 @@ def stt_announcement(settings: Settings) -> dict[str, Any]:
         config.tail_padding_s,
         config.single_pass_silence_s,
     )
-    return {"version": base, "language": config.language}
+    return {"version": base, "language": config.language, "script": config.chinese_script}
 
 
 def stt_keyed(announced: Mapping[str, Any], params: Mapping[str, Any] | None) -> str:
     options = stt_options(params)
-    if options.get("language") == announced.get("language"):
-        del options["language"]
+    for name in ("language", "script"):
+        if options.get(name) == announced.get(name):
+            del options[name]
     base = str(announced["version"])
     # Default jobs keep the version they always had: their results stay valid.
     return processor_version(base, sorted(options.items())) if options else base

@@ -105,6 +105,11 @@ class SpeechSettings(BaseModel):
 class SttSettings(SpeechSettings):
     model: str = "whisper-tiny.en"  # folder under <home>/models (model_dir overrides it)
     language: str = ""  # "": English for .en models, detected by multilingual ones
+    # Mandarin transcripts in this script: simplified, traditional (-tw, -hk) or as-is (as
+    # whisper writes them); a request's language tag (zh-Hant, zh-TW, zh-CN) overrides it.
+    chinese_script: Literal[
+        "simplified", "traditional", "traditional-tw", "traditional-hk", "as-is"
+    ] = "simplified"
     max_seconds: float = Field(default=7200.0, gt=0)
     vad_model: Path | None = None  # a silero file or folder; default: <home>/models/silero-vad
 

@@ -8,10 +8,12 @@ runs a stage asks this registry for the engine behind the port.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from pipelines.errors import ConfigError, Skipped
 from pipelines.speech.blend import is_blend
+from pipelines.speech.chinese_script import AS_IS, check_script
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import WHISPER_RATE, Transcriber
 from pipelines.speech.stt import validate_model_dir as validate_whisper_dir
@@ -62,6 +64,21 @@ def load_transcriber(config: SttConfig) -> Transcriber:
         task=config.task,
         tail_padding_s=config.tail_padding_s,
     )
+
+
+def chinese_writer(script: str) -> Callable[[str], str] | None:
+    """Writes Mandarin text in `script` (None: as-is); OpenCC loads on the first Chinese
+    text, so English-only transcription never needs it."""
+    if check_script(script) == AS_IS:
+        return None
+
+    def write(text: str) -> str:
+        from pipelines.engines.chinese_script import script_converter
+
+        convert = script_converter(script)
+        return convert(text) if convert is not None else text
+
+    return write
 
 
 def load_vad(config: SttConfig) -> SpeechDetector | None:

@@ -19,6 +19,7 @@ detects it from the first step's language-token logits, as whisper does.
 from __future__ import annotations
 
 import base64
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,23 @@ class _Decoded:
     @property
     def silent(self) -> bool:
         return self.no_speech_prob > _NO_SPEECH_PROB and self.avg_logprob <= _LOGPROB_FLOOR
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedWindow:
+    pieces: tuple[Segment, ...]  # timed within the window, silent or not
+    used_s: float
+    language: str
+    no_speech_prob: float
+    avg_logprob: float
+    silent: bool  # whisper's rule: nobody speaks, whatever was decoded
+
+
+def compression_ratio(text: str) -> float:
+    """The text's bytes over their zlib-compressed size (whisper's measure of repetition:
+    above 2.4 a window is taken to be looping)."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +244,14 @@ class OrtWhisper:
         """(timed pieces, seconds used, language) of at most 30 s, decoded with timestamps.
 
         Times are within the window. Seconds used: where the next window should start (the
-        last complete timestamp when the last piece was cut off by the window's end)."""
+        last complete timestamp when the last piece was cut off by the window's end). Each
+        piece carries its tokens and the window's `avg_logprob`, `compression_ratio` and
+        `no_speech_prob`; a window whisper's no-speech rule calls silent has no pieces."""
+        window = self.decode_window(samples, language)
+        return (() if window.silent else window.pieces), window.used_s, window.language
+
+    def decode_window(self, samples: Samples, language: str = "") -> DecodedWindow:
+        """One window decoded, with what whisper's decoding says of it (silent or not)."""
         meta = self.meta
         mel, frames = encoder_input(
             samples.astype(np.float32, copy=False), self._filters, self._tail_frames
@@ -242,19 +267,24 @@ class OrtWhisper:
             prompt = [meta.sot, meta.languages[language], self._task]
         decoded = self._decode_timed(prompt, cross, budget)
         audio_s = frames * _HOP / RATE
-        if decoded.silent:
-            return (), audio_s, language
         window = split_window(decoded.tokens, meta.timestamp_begin, meta.eot)
+        ratio = compression_ratio(self._text([t for t in decoded.tokens if t < meta.eot]))
         pieces = tuple(
             Segment(
                 min(p.start * SECONDS_PER_TIMESTAMP, audio_s),
                 audio_s if p.end is None else min(p.end * SECONDS_PER_TIMESTAMP, audio_s),
                 self._text(p.tokens),
+                tokens=p.written,
+                avg_logprob=decoded.avg_logprob,
+                compression_ratio=ratio,
+                no_speech_prob=decoded.no_speech_prob,
             )
             for p in window.pieces
         )
         used = audio_s if window.seek is None else min(window.seek * SECONDS_PER_TIMESTAMP, audio_s)
-        return pieces, used, language
+        return DecodedWindow(
+            pieces, used, language, decoded.no_speech_prob, decoded.avg_logprob, decoded.silent
+        )
 
     def _decode_timed(
         self, prompt: list[int], cross: dict[str, NDArray[np.float32]], budget: int

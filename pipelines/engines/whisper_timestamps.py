@@ -10,7 +10,7 @@ complete timestamp ("seek"), so no sentence is split by the window's edge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,6 +24,8 @@ class TimedTokens:
     start: int  # timestamp positions (x 20 ms) within the window
     end: int | None  # None: the piece runs to the window's end (no closing timestamp)
     tokens: tuple[int, ...]  # text tokens only
+    # As decoded, its timestamps and its text (what verbose_json reports; not compared).
+    written: tuple[int, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,7 @@ def split_window(tokens: list[int], ts_begin: int, eot: int) -> WindowTokens:
         stamps = [t - ts_begin for t in part if t >= ts_begin]
         start = stamps[0] if stamps else 0
         end = stamps[-1] if len(stamps) > 1 else None
-        return TimedTokens(start, end, tuple(t for t in part if t < eot))
+        return TimedTokens(start, end, tuple(t for t in part if t < eot), tuple(part))
 
     if not cuts:  # one piece; the window is used whole
         return WindowTokens((piece(tokens),) if tokens else (), None)

@@ -27,6 +27,8 @@ class SttConfig:
     # "" : the model's own ("en" for English-only models, detected for multilingual ones).
     language: str = ""
     task: str = "transcribe"  # or "translate" (to English; multilingual models only)
+    # Mandarin transcripts are written in this script (`chinese_script.SCRIPTS`).
+    chinese_script: str = "simplified"
     max_seconds: float = 7200.0
     max_bytes: int = 512 * 1024 * 1024
     decode_wall_s: float = 600.0

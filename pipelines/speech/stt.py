@@ -16,7 +16,7 @@ import itertools
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from pipelines.errors import ConfigError
 from pipelines.results import NO_SPEECH_NOTE
 from pipelines.speech.audio import AudioSource, iter_audio
+from pipelines.speech.chinese_script import converts
 from pipelines.speech.config import SttConfig
 
 # The transcript and its formats live in `transcript` (no numpy); re-exported here.
@@ -65,6 +66,11 @@ Samples = NDArray[np.float32]
 
 WHISPER_MAX_S = 30.0
 _MIN_WINDOW_S = 0.1  # a remainder shorter than this after the last window is not read
+# Below this (about -78 dBFS, a few steps of 16-bit audio) a sample is digital silence: a
+# window of nothing else is not decoded (whisper hears "you" in it), and a window's leading
+# silence is skipped but for `_LEAD_IN_S`.
+_DIGITAL_SILENCE = 1.25e-4
+_LEAD_IN_S = 0.3
 # Whisper's timestamps are this coarse: a phrase that overlaps a pause by less is not cut there.
 _TIMESTAMP_SLOP_S = 0.5
 WHISPER_RATE = 16_000
@@ -175,8 +181,12 @@ def transcribe(
     config: SttConfig,
     detector: SpeechDetector | None = None,
     checkpoint: Checkpoint | None = None,
+    chinese: Callable[[str], str] | None = None,
 ) -> Transcript:
-    """Decode `source` and recognise it; see the module docstring for the strategy."""
+    """Decode `source` and recognise it; see the module docstring for the strategy.
+
+    `chinese` writes Mandarin in the script the config chose (`chinese_script`; None: as
+    whisper wrote it), segment by segment, before anything else sees the text."""
     started = time.perf_counter()
     rate = transcriber.sample_rate
     if detector is not None and detector.sample_rate != rate:
@@ -190,7 +200,8 @@ def transcribe(
         if counter.samples > single_pass:
             break
     if counter.samples <= single_pass:
-        chunks: Iterator[SpeechChunk] = iter([SpeechChunk(0.0, np.concatenate(head), rate)])
+        whole = SpeechChunk(0.0, np.concatenate(head), rate)
+        chunks: Iterator[SpeechChunk] = iter(_speech_span(whole, detector))
         silence_s = config.single_pass_silence_s
     elif detector is not None:
         chunks = speech_chunks(itertools.chain(head, audio), detector, config.max_segment_s)
@@ -209,20 +220,29 @@ def transcribe(
         nonlocal language
         window_s = config.max_segment_s
         while timeline.held_s >= window_s or (final and timeline.held_s >= _MIN_WINDOW_S):
+            samples = timeline.window(window_s)
+            quiet = leading_silence(samples, rate)
+            if quiet:  # nothing to hear there: whisper would only make words up
+                timeline.consume(quiet / rate)
+                continue
             at = timeline.position
-            pieces, used_s, heard = transcriber.recognise_window(
-                timeline.window(window_s), language
-            )
+            pieces, used_s, heard = transcriber.recognise_window(samples, language)
+            spoken = language or heard
+            write = chinese if chinese is not None and converts(spoken) else None
+            seek = round(timeline.to_time(at) * 100)
             said = tuple(
                 segment
                 for piece in pieces
-                if (text := _clean(piece.text))
+                if (text := _clean(write(piece.text) if write else piece.text))
                 for segment in timed_segments(
-                    timeline, text, at + int(piece.start * rate), at + int(piece.end * rate)
+                    timeline,
+                    replace(piece, text=text, seek=seek),
+                    at + int(piece.start * rate),
+                    at + int(piece.end * rate),
                 )
             )
             if said:
-                language = language or heard
+                language = spoken
                 segments.extend(said)
             timeline.consume(used_s)
             if checkpoint is not None:
@@ -244,19 +264,29 @@ def transcribe(
     )
 
 
-def timed_segments(timeline: SpeechTimeline, text: str, start: int, end: int) -> list[Segment]:
-    """Segments of one phrase laid out at [`start`, `end`], timed back to the audio.
+def timed_segments(
+    timeline: SpeechTimeline, phrase: Segment, start: int, end: int
+) -> list[Segment]:
+    """Segments of one `phrase` laid out at [`start`, `end`], timed back to the audio.
 
     A phrase that runs over a pause between two speech regions (whisper sometimes joins two
     sentences across the short silence the regions are laid out with) is cut there, so no
     segment stays on screen through a pause of the audio's own: the text is cut where the
     speaker most likely paused (`split_phrase`), in proportion to the speech on each side.
     Less than `_TIMESTAMP_SLOP_S` on one side is the timestamps' slop: nothing is cut, the
-    phrase moves to the other side.
+    phrase moves to the other side. The phrase's tokens stay with its first part.
     """
     parts: list[Segment] = []
-    rest, low = text, start
+    rest, low = phrase.text, start
     slop = int(_TIMESTAMP_SLOP_S * timeline.rate)
+
+    def part(first: int, last: int, text: str) -> Segment:
+        begin, finish = timeline.to_time(first), timeline.to_time(last, end=True)
+        tokens = () if parts else phrase.tokens
+        return replace(
+            phrase, start=round(begin, 3), end=round(finish, 3), text=text, tokens=tokens
+        )
+
     for stops, resumes in timeline.pauses_within(start, end):
         before, after = stops - low, end - resumes  # speech on each side, in samples
         if before < slop:  # the phrase only seems to start before the pause
@@ -266,20 +296,37 @@ def timed_segments(timeline: SpeechTimeline, text: str, start: int, end: int) ->
         else:
             left, rest = split_phrase(rest, before / (before + after))
         if left:
-            parts.append(
-                Segment(
-                    round(timeline.to_time(low), 3),
-                    round(timeline.to_time(stops, end=True), 3),
-                    left,
-                )
-            )
+            parts.append(part(low, stops, left))
         low = resumes
         if not rest:
             return parts
-    parts.append(
-        Segment(round(timeline.to_time(low), 3), round(timeline.to_time(end, end=True), 3), rest)
-    )
+    parts.append(part(low, end, rest))
     return parts
+
+
+def _speech_span(whole: SpeechChunk, detector: SpeechDetector | None) -> list[SpeechChunk]:
+    """Audio read in one pass, from where its speech starts to where it ends (so segment
+    times land on the speech, not on 0.0 after leading silence); nothing when the detector
+    hears no speech at all. Without a detector, the whole audio."""
+    if detector is None:
+        return [whole]
+    found = list(speech_chunks([whole.samples], detector, WHISPER_MAX_S))
+    if not found:
+        return []
+    rate = whole.sample_rate
+    first, last = round(found[0].start_s * rate), round(found[-1].end_s * rate)
+    return [SpeechChunk(first / rate, whole.samples[first:last], rate)]
+
+
+def leading_silence(samples: Samples, rate: int) -> int:
+    """Samples of digital silence (nothing above about -78 dBFS) at the front of `samples`,
+    less a short lead-in kept before the sound: all of them when there is no sound at all,
+    0 when the sound starts within `_LEAD_IN_S`."""
+    loud = np.flatnonzero(np.abs(samples) >= _DIGITAL_SILENCE)
+    if not len(loud):
+        return len(samples)
+    lead = int(loud[0]) - int(_LEAD_IN_S * rate)
+    return lead if lead > 0 else 0
 
 
 # Whisper describes sounds when nobody speaks: "(wind blowing)", "[BLANK_AUDIO]", "(Bell)".

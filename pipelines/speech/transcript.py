@@ -13,9 +13,44 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Segment:
+    """A timed phrase, with what whisper's decoding said of the window it came from (as
+    OpenAI's verbose_json reports it): the tokens written (text and timestamps), the
+    window's start in 10 ms frames, its mean log probability per token, the zlib ratio of
+    its text and the probability of ``<|nospeech|>`` at its first step."""
+
     start: float
     end: float
     text: str
+    tokens: tuple[int, ...] = ()
+    seek: int = 0
+    avg_logprob: float = 0.0
+    compression_ratio: float = 0.0
+    no_speech_prob: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "start": round(self.start, 3),
+            "end": round(self.end, 3),
+            "text": self.text,
+            "tokens": list(self.tokens),
+            "seek": self.seek,
+            "avg_logprob": round(self.avg_logprob, 4),
+            "compression_ratio": round(self.compression_ratio, 4),
+            "no_speech_prob": round(self.no_speech_prob, 4),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Segment:
+        return cls(
+            float(data["start"]),
+            float(data["end"]),
+            str(data["text"]),
+            tuple(int(t) for t in data.get("tokens", ())),
+            int(data.get("seek", 0)),
+            float(data.get("avg_logprob", 0.0)),
+            float(data.get("compression_ratio", 0.0)),
+            float(data.get("no_speech_prob", 0.0)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +69,7 @@ class Transcript:
             "language": self.language,
             "duration_s": round(self.duration_s, 3),
             "processing_s": round(self.processing_s, 3),
-            "segments": [
-                {"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text}
-                for s in self.segments
-            ],
+            "segments": [s.to_dict() for s in self.segments],
         }
 
     @classmethod
@@ -45,10 +77,7 @@ class Transcript:
         """Back from `to_dict` (a job result's output)."""
         return cls(
             text=str(data.get("text", "")),
-            segments=tuple(
-                Segment(float(s["start"]), float(s["end"]), str(s["text"]))
-                for s in data.get("segments", [])
-            ),
+            segments=tuple(Segment.from_dict(s) for s in data.get("segments", [])),
             language=str(data.get("language", "")),
             duration_s=float(data.get("duration_s", 0.0)),
             processing_s=float(data.get("processing_s", 0.0)),

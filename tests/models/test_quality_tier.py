@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.peers import wer
-from pipelines.engines.registry import load_transcriber, load_tts, load_vad
+from pipelines.engines.registry import chinese_writer, load_transcriber, load_tts, load_vad
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import Transcriber, transcribe
 from pipelines.speech.tts import TextToSpeech, VoiceError
@@ -83,7 +83,10 @@ def test_a_chinese_voice_note_is_transcribed_back_in_chinese(
     note = voice.synthesize_to_file(CHINESE, tmp_path / "reply.ogg", "ogg")
     assert note.path is not None and note.path.read_bytes()[:4] == b"OggS"
     assert note.sentences == 2 and note.duration_s > 3.0
-    transcript = transcribe(note.path, whisper_base, stt_config, load_vad(stt_config))
+    simplified = chinese_writer(stt_config.chinese_script)  # what users receive
+    transcript = transcribe(
+        note.path, whisper_base, stt_config, load_vad(stt_config), chinese=simplified
+    )
     assert transcript.language == "zh"  # detected: nothing said which language
     assert cer(CHINESE, transcript.text) <= 0.35, transcript.text
 

@@ -1,28 +1,19 @@
 """Character error rate for Chinese transcripts.
 
-Only what is not an error is folded: whisper writes Traditional or Simplified characters for
-the same speech (both texts are compared in Simplified, OpenCC t2s), and digits where the
-reference has number words (both texts go through the Chinese TTS text rules first)."""
+Only what is not an error is folded: digits where the reference has number words (both texts
+go through the Chinese TTS text rules first). The script is not folded: a transcript in
+Traditional characters where the user wrote Simplified is scored as the errors users see."""
 
 from __future__ import annotations
 
-import importlib
 import unicodedata
 from collections.abc import Sequence
-from functools import cache
-from typing import Any
 
 from pipelines.speech.text_zh import normalize_zh
 
 
-@cache
-def _t2s() -> Any:
-    return importlib.import_module("opencc").OpenCC("t2s")
-
-
 def chars(text: str) -> list[str]:
-    simplified = _t2s().convert(normalize_zh(unicodedata.normalize("NFKC", text)))
-    return [ch for ch in simplified if ch.isalnum()]
+    return [ch for ch in normalize_zh(unicodedata.normalize("NFKC", text)) if ch.isalnum()]
 
 
 def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:

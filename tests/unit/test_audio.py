@@ -435,7 +435,17 @@ def test_vtt() -> None:
 
 def test_json_and_text() -> None:
     data = json.loads(format_transcript(TRANSCRIPT, "json"))
-    assert data["segments"][1] == {"start": 3725.25, "end": 3727.0, "text": "Then --> this."}
+    assert data["segments"][1] == {
+        "start": 3725.25,
+        "end": 3727.0,
+        "text": "Then --> this.",
+        # what whisper's decoding said of its window (none here: a transcript built by hand)
+        "tokens": [],
+        "seek": 0,
+        "avg_logprob": 0.0,
+        "compression_ratio": 0.0,
+        "no_speech_prob": 0.0,
+    }
     assert data["duration_s"] == 3728.0
     assert format_transcript(TRANSCRIPT, TranscriptFormat.TEXT) == TRANSCRIPT.text + "\n"
     with pytest.raises(ValueError, match="'doc' is not a valid TranscriptFormat"):

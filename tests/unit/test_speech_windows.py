@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from pipelines.speech.stt import timed_segments
+from pipelines.speech.transcript import Segment
 from pipelines.speech.windows import SpeechTimeline, split_phrase
 
 pytestmark = pytest.mark.unit
@@ -108,7 +109,9 @@ def test_a_phrase_over_a_pause_becomes_one_segment_per_side() -> None:
     timeline = SpeechTimeline(RATE, gap_s=0.3)
     timeline.add(10.0, region(2.0, 1.0))  # laid out at 0..200
     timeline.add(20.0, region(2.0, 1.0))  # laid out at 230..430
-    first, second = timed_segments(timeline, "The ferry left. A cold wind blew.", 20, 400)
+    first, second = timed_segments(
+        timeline, Segment(0, 0, "The ferry left. A cold wind blew."), 20, 400
+    )
     assert (first.start, first.end, first.text) == (10.2, 12.0, "The ferry left.")
     assert (second.start, second.end, second.text) == (20.0, 21.7, "A cold wind blew.")
 
@@ -117,7 +120,9 @@ def test_a_phrase_that_overlaps_a_pause_by_timestamp_slop_is_not_cut() -> None:
     timeline = SpeechTimeline(RATE, gap_s=0.3)
     timeline.add(10.0, region(2.0, 1.0))
     timeline.add(20.0, region(2.0, 1.0))
-    (only,) = timed_segments(timeline, "A cold wind blew.", 180, 400)  # 0.2 s before the pause
+    (only,) = timed_segments(
+        timeline, Segment(0, 0, "A cold wind blew."), 180, 400
+    )  # 0.2 s before the pause
     assert (only.start, only.end, only.text) == (20.0, 21.7, "A cold wind blew.")
-    (early,) = timed_segments(timeline, "The ferry left.", 20, 260)  # 0.3 s after it
+    (early,) = timed_segments(timeline, Segment(0, 0, "The ferry left."), 20, 260)  # 0.3 s after it
     assert (early.start, early.end, early.text) == (10.2, 12.0, "The ferry left.")

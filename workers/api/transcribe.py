@@ -2,8 +2,10 @@
 cache, one STT job (or its stored result), the answer in the format asked for.
 
 Of OpenAI's fields, `language` selects the recognizer's language (English-only models take
-only `en`) and is part of the job's key; `prompt` and `temperature` are accepted and
-ignored: sherpa-onnx's whisper decodes greedily and takes no prompt.
+only `en`) and is part of the job's key; a Chinese tag also picks the script of the text
+(`zh-Hans`/`zh-CN` Simplified, `zh-Hant` Traditional, `zh-TW`/`zh-HK` their own standards,
+plain `zh` the configured default, MCP_MEDIA_STT__CHINESE_SCRIPT); `prompt` and
+`temperature` are accepted and ignored: our whisper decodes greedily and takes no prompt.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import BaseRoute, Route
 
 from pipelines.media import Capability
+from pipelines.speech.chinese_script import split_language
 from pipelines.speech.transcript import Transcript, to_srt, to_vtt
 from workers import keys
 from workers.api import jobs
@@ -73,7 +76,7 @@ def _options(ctx: ApiContext, form: Form, task: str) -> dict[str, str]:
             code="translation_unsupported",
         )
     if language and task == "transcribe":
-        if not model.multilingual and language != "en":
+        if not model.multilingual and split_language(language)[0] != "en":
             raise ApiError(
                 400,
                 f"{model.id} is an English-only model: language {language!r} is not available",
@@ -102,7 +105,9 @@ def _usage(transcript: Transcript) -> dict[str, Any]:
 
 
 def verbose(transcript: Transcript, task: str) -> dict[str, Any]:
-    """OpenAI's verbose_json: segments with start/end (this engine gives no word times)."""
+    """OpenAI's verbose_json: segments with start/end and what whisper's decoding said of
+    each one's window (tokens, seek in 10 ms frames, avg_logprob, compression_ratio,
+    no_speech_prob); greedy decoding, so temperature 0 (no word times yet)."""
     return {
         "task": task,
         "language": LANGUAGE_NAMES.get(transcript.language, transcript.language),
@@ -111,15 +116,15 @@ def verbose(transcript: Transcript, task: str) -> dict[str, Any]:
         "segments": [
             {
                 "id": index,
-                "seek": 0,
+                "seek": segment.seek,
                 "start": segment.start,
                 "end": segment.end,
                 "text": segment.text,
-                "tokens": [],
+                "tokens": list(segment.tokens),
                 "temperature": 0.0,
-                "avg_logprob": 0.0,
-                "compression_ratio": 0.0,
-                "no_speech_prob": 0.0,
+                "avg_logprob": segment.avg_logprob,
+                "compression_ratio": segment.compression_ratio,
+                "no_speech_prob": segment.no_speech_prob,
             }
             for index, segment in enumerate(transcript.segments)
         ],

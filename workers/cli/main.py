@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json", "srt", "vtt"], default="text")
     p.add_argument(
         "--language",
-        help="the spoken language (en, zh, ...); default: detected by a multilingual model",
+        help="the spoken language (en, zh, ...); default: detected by a multilingual model."
+        " Mandarin is written in Simplified (MCP_MEDIA_STT__CHINESE_SCRIPT); zh-Hant, zh-TW"
+        " or zh-HK ask for Traditional, zh-Hans or zh-CN for Simplified",
     )
     _job_flags(p)
     p.set_defaults(handler=cmd_transcribe)

@@ -65,7 +65,8 @@ class Resources:
         and task, each loaded once."""
         from workers.jobs.speech import build_transcriber
 
-        given = dict(options or {})
+        # The script is applied to the text after decoding: one recognizer serves them all.
+        given = {k: v for k, v in (options or {}).items() if k != "script"}
         name = "stt" if not given else f"stt:{sorted(given.items())}"
         engines: tuple[Transcriber, SpeechDetector | None] = self._engine(
             name, lambda: build_transcriber(self.settings, given)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from pipelines.engines.registry import load_transcriber, load_tts, load_vad
+from pipelines.engines.registry import chinese_writer, load_transcriber, load_tts, load_vad
 from pipelines.errors import PermanentError
 from pipelines.media import MediaKind
 from pipelines.render import audio_tag
@@ -66,7 +66,8 @@ def run_transcribe(
             )
 
     config = stt_config(settings, options)
-    transcript = transcribe(path, transcriber, config, detector, checkpoint)
+    chinese = chinese_writer(config.chinese_script)
+    transcript = transcribe(path, transcriber, config, detector, checkpoint, chinese)
     return StageOutcome(Status.DONE, transcript.to_dict())
 
 
