@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+MAX_CHAIN = 16  # errors `causes` walks at most
+
 
 class MediaError(Exception):
     """Root of every error this project raises on purpose."""
@@ -25,3 +29,21 @@ class ConfigError(PermanentError):
 
 class InvalidToolResult(PermanentError):
     """The input is not an MCP CallToolResult at all."""
+
+
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what caused it (`raise ... from`, or raised while handling), and the
+    members of an exception group: a bounded walk."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo and len(seen) < MAX_CHAIN:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                todo.append(linked)

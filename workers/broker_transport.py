@@ -17,6 +17,17 @@ Celery does not count as a connection error: "Unrecoverable error", and the work
 (measured: an idle worker gone the moment a 20 MB tmpfs holding the AOF filled). Here it is
 a connection error: the consumer reconnects with Celery's back-off until Redis writes again
 (Redis retries the AOF write every second and takes writes the moment space is back).
+
+A job that ends while the broker refuses writes cannot be acked (kombu removes it from the
+unacked set first, and that write is refused). Celery logs the failed ack and goes on, but
+kombu's QoS still counts the message as delivered: with every prefetch slot held that way
+the consumer asks for no more messages, so it never meets the refusal that would make it
+reconnect, and it took nothing new after the space came back until the heartbeat's stall
+watchdog made it reconnect (measured: 31-33 s after a 5 s full disk). Here a refused ack
+frees its slot: the consumer polls again, reconnects while Redis refuses writes, and takes
+the next message the moment it writes again. The message stays in Redis' unacked set: its
+job comes back by its lease (workers.runtime.recovery) or the visibility timeout, and finds
+its result if it stored one.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from typing import Any
 
 import redis
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
 from redis.sentinel import SentinelManagedConnection
 
 
@@ -72,7 +84,23 @@ class _SentinelSSLConnection(
     pass
 
 
+class QoS(kombu_redis.QoS):
+    def ack(self, delivery_tag: str) -> None:
+        self._settle(super().ack, delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        self._settle(super().reject, delivery_tag, requeue)
+
+    def _settle(self, settle: Any, delivery_tag: str, *args: Any) -> None:
+        try:
+            settle(delivery_tag, *args)
+        except BrokerUnwritable:
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]  # the slot
+            raise  # Celery logs "Couldn't ack" and goes on
+
+
 class Channel(kombu_redis.Channel):
+    QoS = QoS
     connection_class = _Connection
     connection_class_ssl = _SSLConnection
 
@@ -81,6 +109,7 @@ class Channel(kombu_redis.Channel):
 
 
 class SentinelChannel(kombu_redis.SentinelChannel):
+    QoS = QoS
     connection_class = _SentinelConnection
     connection_class_ssl = _SentinelSSLConnection
 

@@ -28,6 +28,7 @@ from pipelines.render import audio_tag
 from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
 from workers.blobs import BlobRef
+from workers.broker_transport import refuses_writes
 from workers.capabilities import CAPABILITIES, QUEUES
 from workers.chunks import Chunk
 from workers.control import ClusterControl
@@ -102,7 +103,7 @@ class MediaClient(JobGateway):
         where = mask(str(self.app.conf.broker_url))
         if isinstance(exc, redis.ResponseError):
             text = str(exc)
-            if text.startswith("MISCONF"):
+            if refuses_writes(exc):  # a script's error wraps it: "Error running script ..."
                 return "broker_cannot_persist", (
                     f"the broker ({where}) refuses writes because it cannot save "
                     f"to its disk (Redis MISCONF): free space on the broker's disk; {text[:200]}"

@@ -137,3 +137,9 @@ class JobGateway(Protocol):
     def waiting(self) -> dict[str, int]: ...
 
     def close(self, finish_jobs: bool = False) -> None: ...
+
+    def fault(self, exc: BaseException) -> tuple[str, str] | None:
+        """(code, what to tell the caller) when `exc` says the queue itself cannot serve (the
+        cluster's broker gone or refusing writes); None for anything else, and always None
+        where jobs run in this process."""
+        return None

@@ -11,16 +11,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
 import pytest
+import redis
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
+from pipelines.media import MediaKind
 from tests.integration.conftest import ROOT, Cluster
+from tests.support.audio_samples import encode, tone
+from tests.support.misconf import refuse_writes
 from tests.support.venvs import venv_with
+from workers.broker import ensure_embedded, stop_embedded
 
 pytestmark = pytest.mark.integration
 
@@ -347,7 +353,7 @@ def test_an_unreachable_broker_never_loses_the_tool_result(
             assert kinds(result) == ["text", "image", "text"]
             assert texts(result)[0] == "Here is the preview."
             note = texts(result)[-1]
-            assert "could not process this tool result" in note and "ConnectionError" in note
+            assert "could not process this tool result (broker_unavailable: the broker" in note
             assert "forwarded as the tool returned it" in note
             # Text-only results never needed the broker.
             assert texts(await client.call_tool("who", {})) == ["upstream"]
@@ -358,13 +364,61 @@ def test_an_unreachable_broker_never_loses_the_tool_result(
             )
             assert spoken.is_error
             (said,) = texts(spoken)
-            assert said.startswith("speak: the job could not be run (ConnectionError")
+            assert said.startswith(
+                "speak: the job could not be run (broker_unavailable: the broker"
+            )
             assert texts(await client.call_tool("who", {})) == ["upstream"]
 
     run(scenario)
     logged = stderr.read_text()
-    assert "result of screenshot forwarded unprocessed: ConnectionError" in logged
-    assert "tool speak failed: ConnectionError" in logged
+    assert "result of screenshot forwarded unprocessed: broker_unavailable" in logged
+    assert "tool speak failed: broker_unavailable" in logged
+
+
+def test_a_broker_that_refuses_writes_is_named_in_tool_errors_and_notes(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Redis refusing writes (MISCONF: it cannot save to its disk) is named as the HTTP door
+    names it (broker_cannot_persist), not as a Lua script's error."""
+    home = tmp_path / "broker"
+    url = ensure_embedded(home).url
+    admin = redis.Redis.from_url(url, socket_timeout=5)
+    try:
+        refuse_writes(admin)
+        clip = tmp_path / "clip.wav"
+        clip.write_bytes(encode(tone(1.0), 16_000, "wav"))
+        audio = cluster.settings().media_cache().store_file(clip, MediaKind.AUDIO)
+
+        async def scenario() -> None:
+            async with proxied(cluster, *wrap(), MCP_MEDIA_REDIS_URL=url) as client:
+                spoken = await client.call_tool(
+                    "speak", {"text": "Hello.", "wait": 0}, read_timeout_seconds=30
+                )
+                assert spoken.is_error
+                (said,) = texts(spoken)
+                assert said.startswith("speak: the job could not be run (broker_cannot_persist:")
+                assert "cannot save to its disk (Redis MISCONF)" in said, said
+                assert f"127.0.0.1:{urlsplit(url).port}/" in said, said  # the broker named
+                # Its admission runs a script: Redis wraps the refusal ("Error running script").
+                heard = await client.call_tool(
+                    "transcribe_audio",
+                    {"audio": f"mcp-media://media/{audio.sha256}", "wait": 0},
+                    read_timeout_seconds=30,
+                )
+                assert heard.is_error
+                (said,) = texts(heard)
+                assert said.startswith("transcribe_audio: the job could not be run (broker_cannot")
+                assert "Redis MISCONF" in said, said
+                result = await client.call_tool("screenshot", {}, read_timeout_seconds=30)
+                assert not result.is_error and kinds(result) == ["text", "image", "text"]
+                note = texts(result)[-1]
+                assert "could not process this tool result" in note
+                assert "broker_cannot_persist" in note and "Redis MISCONF" in note, note
+
+        run(scenario)
+    finally:
+        admin.close()
+        stop_embedded(home)
 
 
 def test_speak_with_wait_zero_answers_at_once(cluster: Cluster) -> None:

@@ -19,6 +19,7 @@ from pipelines.media import Capability, JobRequest
 from pipelines.results import Status
 from tests.support.cluster import ROOT
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.misconf import refuse_writes, take_writes
 from tests.support.net import free_port
 from tests.support.up import Up, alive, descendants, fresh_home, node_env, wait_for
 from workers.broker import Broker, ensure_embedded, running_embedded, stop_embedded
@@ -192,24 +193,6 @@ def test_a_worker_stops_within_its_grace_with_the_broker_gone(
     assert proc.returncode == 0, worker_log(home)[-3000:]
 
 
-def writable(client: redis.Redis[bytes]) -> bool:
-    try:
-        return bool(client.set("mcp-media-test:probe", "1"))
-    except redis.ResponseError as exc:
-        if "MISCONF" in str(exc):
-            return False
-        raise
-
-
-def refuse_writes(client: redis.Redis[bytes]) -> None:
-    """Make the broker refuse writes as a full disk does (MISCONF): a snapshot that cannot
-    be written, with `stop-writes-on-bgsave-error` (Redis' default) in force."""
-    client.config_set("save", "3600 1")
-    client.config_set("dir", "/proc")  # nobody, root included, creates a file there
-    client.bgsave()
-    assert wait_for(lambda: not writable(client), 30), "the broker kept taking writes"
-
-
 def test_a_worker_rides_out_a_broker_refusing_writes(
     own_broker: tuple[Path, Broker], fake_openai: FakeOpenAI
 ) -> None:
@@ -219,14 +202,11 @@ def test_a_worker_rides_out_a_broker_refusing_writes(
     client = redis.Redis.from_url(broker.url)
     try:
         assert wait_for(lambda: " ready." in worker_log(home), 240), worker_log(home)
-        folder = client.config_get("dir")["dir"]
-        refuse_writes(client)
+        folder = refuse_writes(client)
         # The worker met the refusal and is retrying (before: "Unrecoverable error", exit 0).
         assert wait_for(lambda: worker_log(home).count("MISCONF") >= 2, 120), worker_log(home)
         assert proc.poll() is None, worker_log(home)[-3000:]
-        client.config_set("dir", folder)
-        client.bgsave()
-        assert wait_for(lambda: writable(client), 30), "the snapshot did not succeed"
+        take_writes(client, folder)
         assert speak(env, "Writes work again.") is Status.DONE
         assert proc.poll() is None
     finally:

@@ -6,34 +6,16 @@ wraps `ENOSPC` is still a full disk."""
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
+from pipelines.errors import causes
 from workers.api.errors import ApiError
 
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
-MAX_CHAIN = 16
 
 # (code, message) when an exception says the broker cannot serve (the gateway's `fault`).
 BrokerFault = Callable[[BaseException], tuple[str, str] | None]
-
-
-def causes(exc: BaseException) -> Iterator[BaseException]:
-    """`exc`, then what caused it (`raise ... from`, or raised while handling), and the
-    members of an exception group: a bounded walk."""
-    seen: set[int] = set()
-    todo = [exc]
-    while todo and len(seen) < MAX_CHAIN:
-        current = todo.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        if isinstance(current, BaseExceptionGroup):
-            todo.extend(current.exceptions)
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                todo.append(linked)
 
 
 def disk_full(exc: BaseException) -> OSError | None:

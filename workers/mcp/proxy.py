@@ -205,7 +205,7 @@ class Proxy:
             log.warning("result of %s not rewritten: %s", params.name, exc)
             return result
         except Exception as exc:  # the broker, the disk, a bug: still never lose a result
-            reason = failure_reason(exc)
+            reason = failure_reason(exc, self.rewriter.gateway)
             log.error("result of %s forwarded unprocessed: %s", params.name, reason, exc_info=exc)
             note = types.TextContent(type="text", text=unprocessed_note(reason))
             return result.model_copy(update={"content": [*result.content, note]})

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines import ingest
+from pipelines.errors import causes
 from pipelines.media import JobRequest
 from pipelines.render import job_notes
 from pipelines.rewrite import RewritePolicy, rewrite_result
@@ -27,8 +28,14 @@ log = logging.getLogger("mcp_media.door")
 MCP_FETCH = "the media_result tool (id {id})"
 
 
-def failure_reason(exc: BaseException) -> str:
-    """Why a result could not be processed, in one line: the error's type and message."""
+def failure_reason(exc: BaseException, gateway: JobGateway | None = None) -> str:
+    """Why a result could not be processed, in one line: the cause `gateway` names (its
+    broker gone or refusing writes, as the HTTP door says it), else the error's type and
+    message."""
+    faults = (gateway.fault(found) for found in causes(exc)) if gateway is not None else ()
+    named = next((fault for fault in faults if fault is not None), None)
+    if named is not None:
+        return " ".join(f"{named[0]}: {named[1]}".split())
     message = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 

@@ -175,7 +175,7 @@ class OwnTools:
         except (ToolInputError, BlobError) as exc:
             return error_result(f"{name}: {exc}")
         except Exception as exc:  # the broker, the disk, a bug: the model hears it, we serve on
-            reason = failure_reason(exc)
+            reason = failure_reason(exc, self.rewriter.gateway)
             log.error("tool %s failed: %s", name, reason, exc_info=exc)
             return error_result(f"{name}: the job could not be run ({reason}); try again later")
 
