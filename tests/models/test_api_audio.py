@@ -20,15 +20,13 @@ import httpx2
 import numpy as np
 import openai
 import pytest
-import redis
 from openai import OpenAI
 
 from pipelines.media import Capability, MediaKind
 from tests.support.audio_samples import corrupt, tone
 from tests.support.audio_samples import encode as encode_audio
 from tests.support.cluster import Cluster
-from tests.support.fake_openai import FakeOpenAI
-from tests.support.serve import Served, serve
+from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door
 from workers import keys
 from workers.configs import store_request, synthesis_request
 
@@ -93,22 +91,10 @@ def speech_api(
     tmp_path_factory: pytest.TempPathFactory, broker: Any, models_home: Path
 ) -> Iterator[tuple[Cluster, Served, OpenAI]]:
     """One cluster for the module: an stt worker, a tts worker and serve (deterministic voice)."""
-    client = redis.Redis.from_url(broker.url)
-    client.flushall()
-    client.close()
-    with FakeOpenAI() as fake:
-        cluster = Cluster(tmp_path_factory.mktemp("api") / "home", broker, fake)
-        cluster.home.mkdir(parents=True)
-        (cluster.home / "models").symlink_to(models_home / "models")
-        cluster.env_vars.update(MCP_MEDIA_TTS__NOISE_SCALE="0", MCP_MEDIA_TTS__NOISE_SCALE_W="0")
-        try:
-            cluster.start_worker("stt", concurrency=2)
-            cluster.start_worker("tts", concurrency=1)
-            with serve(cluster) as served:
-                api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
-                yield cluster, served, api
-        finally:
-            cluster.stop()
+    home = tmp_path_factory.mktemp("api") / "home"
+    workers = {"stt": 2, "tts": 1}
+    with speech_door(home, broker, models_home, workers, **DETERMINISTIC_VOICE) as door:
+        yield door
 
 
 def translate(api: OpenAI, data: bytes) -> object:

@@ -14,15 +14,12 @@ import httpx2
 import numpy as np
 import openai
 import pytest
-import redis
 from openai import OpenAI
 
 from pipelines.engines.registry import load_tts
 from pipelines.speech.config import TtsConfig
 from pipelines.speech.tts import VoiceError
-from tests.support.cluster import Cluster
-from tests.support.fake_openai import FakeOpenAI
-from tests.support.serve import Served, serve
+from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door
 from workers.provisioning.models import ModelInfo, prepare
 
 pytestmark = pytest.mark.models
@@ -44,21 +41,10 @@ def voices_api(
     quality_models: list[ModelInfo],
 ) -> Iterator[tuple[Served, OpenAI]]:
     """One tts worker (piper by default, Kokoro loaded when a request names it) and serve."""
-    client = redis.Redis.from_url(broker.url)
-    client.flushall()
-    client.close()
-    with FakeOpenAI() as fake:
-        cluster = Cluster(tmp_path_factory.mktemp("voices") / "home", broker, fake)
-        cluster.home.mkdir(parents=True)
-        (cluster.home / "models").symlink_to(models_home / "models")
-        cluster.env_vars.update(MCP_MEDIA_TTS__NOISE_SCALE="0", MCP_MEDIA_TTS__NOISE_SCALE_W="0")
-        try:
-            cluster.start_worker("tts", concurrency=1)
-            with serve(cluster) as served:
-                api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
-                yield served, api
-        finally:
-            cluster.stop()
+    home = tmp_path_factory.mktemp("voices") / "home"
+    with speech_door(home, broker, models_home, {"tts": 1}, **DETERMINISTIC_VOICE) as door:
+        _, served, api = door
+        yield served, api
 
 
 def speak(api: OpenAI, voice: str, model: str = "tts-1", text: str = SENTENCE) -> bytes:

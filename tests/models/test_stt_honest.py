@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import redis
 from openai import OpenAI
 
 from pipelines.engines.registry import load_transcriber, load_tts, load_vad
@@ -20,9 +19,7 @@ from pipelines.engines.whisper import OrtWhisper
 from pipelines.speech.audio import iter_audio, write_wav
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import transcribe
-from tests.support.cluster import Cluster
-from tests.support.fake_openai import FakeOpenAI
-from tests.support.serve import serve
+from tests.support.serve import speech_door
 
 pytestmark = pytest.mark.models
 
@@ -100,19 +97,9 @@ def stt_api(
     tmp_path_factory: pytest.TempPathFactory, broker: Any, models_home: Path
 ) -> Iterator[OpenAI]:
     """serve with one tiny.en stt worker, for the module."""
-    client = redis.Redis.from_url(broker.url)
-    client.flushall()
-    client.close()
-    with FakeOpenAI() as fake:
-        cluster = Cluster(tmp_path_factory.mktemp("honest") / "home", broker, fake)
-        cluster.home.mkdir(parents=True)
-        (cluster.home / "models").symlink_to(models_home / "models")
-        try:
-            cluster.start_worker("stt", concurrency=1)
-            with serve(cluster) as served:
-                yield OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
-        finally:
-            cluster.stop()
+    home = tmp_path_factory.mktemp("honest") / "home"
+    with speech_door(home, broker, models_home, {"stt": 1}) as (_, _, api):
+        yield api
 
 
 def _cue_start(cues: str) -> float:

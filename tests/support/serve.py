@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import redis
+from openai import OpenAI
 
 from tests.support.cluster import ROOT, Cluster
+from tests.support.fake_openai import FakeOpenAI
 from tests.support.net import free_port, wait_for_port
+
+DETERMINISTIC_VOICE = {"MCP_MEDIA_TTS__NOISE_SCALE": "0", "MCP_MEDIA_TTS__NOISE_SCALE_W": "0"}
 
 
 @dataclass(frozen=True)
@@ -43,3 +50,31 @@ def serve(cluster: Cluster, *args: str, prefix: Sequence[str] = (), **env: str) 
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@contextmanager
+def speech_door(
+    home: Path,
+    broker: Any,
+    models_home: Path,
+    workers: Mapping[str, int],
+    **env: str,
+) -> Iterator[tuple[Cluster, Served, OpenAI]]:
+    """A fresh cluster on an emptied `broker` with the prepared models, one worker per entry of
+    `workers` (queue -> processes), `serve`, and the real `openai` client pointed at it."""
+    client = redis.Redis.from_url(broker.url)
+    client.flushall()
+    client.close()
+    with FakeOpenAI() as fake:
+        cluster = Cluster(home, broker, fake)
+        cluster.home.mkdir(parents=True)
+        (cluster.home / "models").symlink_to(models_home / "models")
+        cluster.env_vars.update(env)
+        try:
+            for queue, processes in workers.items():
+                cluster.start_worker(queue, concurrency=processes)
+            with serve(cluster) as served:
+                api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
+                yield cluster, served, api
+        finally:
+            cluster.stop()
