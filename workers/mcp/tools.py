@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 import mimetypes
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from pipelines.rewrite import MEDIA_URI_PREFIX
 from pipelines.speech.transcript import Transcript, format_transcript
 from workers.configs import store_request, synthesis_request
 from workers.gateway import JobHandle
+from workers.mcp.media_resources import TEMPLATE as MEDIA_TEMPLATE
+from workers.mcp.media_resources import media_page
 from workers.mcp.rewriter import MCP_FETCH, MediaRewriter, failure_reason
 from workers.voices import VoiceNotFound, resolve_voice
 
@@ -179,6 +181,15 @@ class OwnTools:
             log.error("tool %s failed: %s", name, reason, exc_info=exc)
             return error_result(f"{name}: the job could not be run ({reason}); try again later")
 
+    def media_resources(
+        self, cursor: str | None, before: Sequence[types.Resource] = ()
+    ) -> types.ListResourcesResult:
+        """resources/list: `before` (the upstreams') then a page of cached media."""
+        return media_page(self.settings.media_cache(), cursor, before)
+
+    def resource_templates(self) -> list[types.ResourceTemplate]:
+        return [MEDIA_TEMPLATE]
+
     def cached(self, sha256: str) -> tuple[Path, str] | None:
         """Any cached media by sha256, documents too: every link the door hands out."""
         cache = self.settings.media_cache()
@@ -279,16 +290,12 @@ class OwnTools:
         result = self._job_result(
             handle, {"format": params["format"], "duration_s": out.get("duration_s")}
         )
-        path = out.get("path")
-        if handle.envelope is not None and handle.envelope.status is Status.DONE and path:
-            mime = "audio/ogg" if params["format"] == "ogg" else "audio/wav"
-            data = base64.b64encode(Path(path).read_bytes()).decode()
-            result.content = [
-                types.AudioContent(type="audio", data=data, mime_type=mime),
-                types.TextContent(type="text", text=str(out.get("media_tag"))),
-            ]
-            assert result.structured_content is not None
-            result.structured_content["path"] = path
+        if handle.envelope is not None and handle.envelope.status is Status.DONE:
+            spoken = _speech_blocks(out)
+            if spoken:
+                result.content = spoken
+                assert result.structured_content is not None
+                result.structured_content["path"] = out["path"]
         return result
 
     async def _result(self, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -312,6 +319,10 @@ class OwnTools:
                 "result": dict(envelope.to_json()),
             }
             text = result_note(envelope) or f"[{envelope.status.value}: {envelope.reason or '-'}]"
+            made = envelope.status is Status.DONE and key.capability is Capability.AUDIO_SYNTHESIZE
+            spoken = _speech_blocks(envelope.output) if made else []
+            if spoken:
+                return types.CallToolResult(content=spoken, structured_content=structured)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structured_content=structured
         )
@@ -357,6 +368,26 @@ class OwnTools:
             structured_content=structured,
             is_error=envelope is not None and envelope.status is Status.FAILED,
         )
+
+
+def _speech_blocks(output: Mapping[str, Any]) -> list[types.ContentBlock]:
+    """What a finished speak job made: its audio and its MEDIA: line (empty if the file is
+    not on this machine: the caller then says what the result says)."""
+    path, tag = output.get("path"), output.get("media_tag")
+    if not isinstance(path, str) or not isinstance(tag, str):
+        return []
+    try:
+        data = base64.b64encode(Path(path).read_bytes()).decode()
+    except OSError as exc:
+        log.warning("spoken audio %s not readable: %s", path, exc)
+        return []
+    mime = output.get("mime")
+    if not isinstance(mime, str):
+        mime = "audio/ogg" if output.get("format") == "ogg" else "audio/wav"
+    return [
+        types.AudioContent(type="audio", data=data, mime_type=mime),
+        types.TextContent(type="text", text=tag),
+    ]
 
 
 def _formatted(output: Any, fmt: str) -> str:
