@@ -62,7 +62,7 @@ def _check_within(
 ) -> list[Image.Image]:
     """Every image block under the limits, the result under its cap; the decoded images."""
     assert len(result.model_dump_json(by_alias=True, exclude_none=True)) <= result_bytes
-    decoded = []
+    decoded: list[Image.Image] = []
     for block in _images(result):
         assert len(block.data) <= image_bytes  # base64 characters
         image = Image.open(io.BytesIO(base64.b64decode(block.data)))
