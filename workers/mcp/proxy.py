@@ -255,12 +255,14 @@ class Proxy:
     async def list_resource_templates(
         self, ctx: Any, params: Any
     ) -> types.ListResourceTemplatesResult:
-        templates = self.tools.resource_templates()
+        templates: list[types.ResourceTemplate] = []
         for upstream, client in await self._each():
             templates += await self._pages(
                 upstream, client.list_resource_templates, "resource_templates"
             )
-        return types.ListResourceTemplatesResult(resource_templates=templates)
+        return types.ListResourceTemplatesResult(
+            resource_templates=[*templates, *self.tools.resource_templates()]
+        )
 
     async def read_resource(
         self, ctx: Any, params: types.ReadResourceRequestParams
