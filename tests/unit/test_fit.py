@@ -197,3 +197,33 @@ def test_every_policy_keeps_annotations_and_meta(policy: MediaPolicy, cache: Med
     out = rewrite_result(original, rendered, {}, RewritePolicy(images=policy))
     carrier = out["content"][0]
     assert carrier["annotations"] == notes and carrier["_meta"] == meta, carrier
+
+
+# The door's flags
+
+
+def test_the_proxy_takes_the_fit_flags_and_refuses_bad_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from workers.cli.common import CliError
+    from workers.cli.main import build_parser
+    from workers.cli.mcp import door_options
+
+    parser = build_parser()
+    args = parser.parse_args(["proxy", "--images", "fit", "--max-image-side", "800", "--", "x"])
+    policy = door_options(args).policy
+    assert policy.images is MediaPolicy.FIT
+    assert policy.fit == FitLimits(max_side=800)
+    for bad, said in (
+        (["--max-image-side", "0"], "must be > 0, not 0"),
+        (["--max-result-bytes", "1MB"], "not a whole number: '1MB'"),
+        (["--audio", "fit"], "invalid choice: 'fit'"),
+    ):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["proxy", *bad, "--", "x"])
+        assert said in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["intercept", "--images", "fit"])  # no server to answer its links
+    tiny = parser.parse_args(["proxy", "--max-image-side", "8", "--", "x"])
+    with pytest.raises(CliError, match="at least 16 px"):
+        door_options(tiny)
