@@ -20,7 +20,7 @@ import mcp_types as types
 from pipelines.cache import BlobError
 from pipelines.ingest import validate_image
 from pipelines.media import Capability, JobRequest, MediaKind
-from pipelines.render import pending_line, result_note
+from pipelines.render import audio_tag, pending_line, result_note
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.rewrite import MEDIA_URI_PREFIX
 from pipelines.speech.transcript import Transcript, format_transcript
@@ -291,11 +291,11 @@ class OwnTools:
             handle, {"format": params["format"], "duration_s": out.get("duration_s")}
         )
         if handle.envelope is not None and handle.envelope.status is Status.DONE:
-            spoken = _speech_blocks(out)
-            if spoken:
-                result.content = spoken
+            spoken = self._speech(out)
+            if spoken is not None:
+                result.content, path = spoken
                 assert result.structured_content is not None
-                result.structured_content["path"] = out["path"]
+                result.structured_content["path"] = str(path)
         return result
 
     async def _result(self, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -320,9 +320,9 @@ class OwnTools:
             }
             text = result_note(envelope) or f"[{envelope.status.value}: {envelope.reason or '-'}]"
             made = envelope.status is Status.DONE and key.capability is Capability.AUDIO_SYNTHESIZE
-            spoken = _speech_blocks(envelope.output) if made else []
-            if spoken:
-                return types.CallToolResult(content=spoken, structured_content=structured)
+            spoken = self._speech(envelope.output) if made else None
+            if spoken is not None:
+                return types.CallToolResult(content=spoken[0], structured_content=structured)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structured_content=structured
         )
@@ -344,6 +344,27 @@ class OwnTools:
             content=[types.TextContent(type="text", text="\n".join(lines))],
             structured_content=structured,
         )
+
+    def _speech(self, output: Mapping[str, Any]) -> tuple[list[types.ContentBlock], Path] | None:
+        """What a finished speak job made, from this machine's cache (by its sha256, never a
+        path the result names): its audio and its MEDIA: line. None when not there: the
+        caller then says what the result says."""
+        found = self.settings.media_cache().find(str(output.get("audio_sha256", "")))
+        if found is None or found.kind is not MediaKind.AUDIO:
+            return None
+        try:
+            data = base64.b64encode(found.path.read_bytes()).decode()
+        except OSError as exc:
+            log.warning("spoken audio %s not readable: %s", found.path, exc)
+            return None
+        fmt = str(output.get("format", found.path.suffix[1:]))
+        mime = "audio/ogg" if fmt == "ogg" else "audio/wav"
+        tag = audio_tag(found.path, fmt)
+        blocks: list[types.ContentBlock] = [
+            types.AudioContent(type="audio", data=data, mime_type=mime),
+            types.TextContent(type="text", text=tag),
+        ]
+        return blocks, found.path
 
     def _job_result(
         self, handle: JobHandle, extra: dict[str, Any], shown: str | None = None
@@ -368,26 +389,6 @@ class OwnTools:
             structured_content=structured,
             is_error=envelope is not None and envelope.status is Status.FAILED,
         )
-
-
-def _speech_blocks(output: Mapping[str, Any]) -> list[types.ContentBlock]:
-    """What a finished speak job made: its audio and its MEDIA: line (empty if the file is
-    not on this machine: the caller then says what the result says)."""
-    path, tag = output.get("path"), output.get("media_tag")
-    if not isinstance(path, str) or not isinstance(tag, str):
-        return []
-    try:
-        data = base64.b64encode(Path(path).read_bytes()).decode()
-    except OSError as exc:
-        log.warning("spoken audio %s not readable: %s", path, exc)
-        return []
-    mime = output.get("mime")
-    if not isinstance(mime, str):
-        mime = "audio/ogg" if output.get("format") == "ogg" else "audio/wav"
-    return [
-        types.AudioContent(type="audio", data=data, mime_type=mime),
-        types.TextContent(type="text", text=tag),
-    ]
 
 
 def _formatted(output: Any, fmt: str) -> str:
