@@ -3,7 +3,8 @@
 - overhead: the same real MCP client calls a text-only tool of the example server directly
   and through `mcp-media proxy`, rounds alternating; p50 and p99 added by the proxy;
 - context: bytes of the result content a model receives for a 1920x1080 screenshot with
-  `--images keep`, `text` and `link`;
+  each `--images` policy; for a 3840x2160 one, bytes and tokens (images at w*h/750, as
+  Claude counts them, text at 4 characters a token), and the time `fit` takes to make its copy;
 - first answer: a result with 4 images through the door's rewriter, `--wait 0` against
   waiting for the summaries (jobs in this process, local provider).
 """
@@ -28,6 +29,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from bench.results import record
 from pipelines import MediaCache, ingest
+from pipelines.fit import MAX_RESULT_BYTES, FitLimits, fit_image
 from pipelines.rewrite import MediaPolicy, RewritePolicy, rewrite_result
 from workers.jobs.inline import InlineGateway
 from workers.mcp.rewriter import DoorOptions, MediaRewriter
@@ -128,6 +130,77 @@ def context(home: Path) -> None:
         )
 
 
+def _tokens(content: list[dict[str, Any]]) -> float:
+    """Image blocks at w*h/750 for the pixels sent; text at 4 characters a token."""
+    tokens = 0.0
+    for block in content:
+        if block.get("type") == "image":
+            with Image.open(io.BytesIO(base64.b64decode(block["data"]))) as image:
+                tokens += image.width * image.height / 750
+        elif block.get("type") == "text":
+            tokens += len(block["text"]) / 4
+    return tokens
+
+
+def context_4k(home: Path) -> None:
+    from tests.support.screens import screenshot_png
+
+    data = base64.b64encode(screenshot_png(3840, 2160)).decode()
+    result = {"content": [{"type": "image", "data": data, "mimeType": "image/png"}]}
+    cache = MediaCache(home / "cache-4k")
+    rendered = ingest(result, cache=cache)
+    summary = {rendered.media[0].sha256: ["[Image summary — ...]\n" + "a summary " * 40]}
+    sizes: dict[str, tuple[int, float]] = {}
+    for policy in MediaPolicy:
+        out = rewrite_result(result, rendered, summary, RewritePolicy(images=policy))
+        sizes[policy.value] = (len(json.dumps(out)), _tokens(out["content"]))
+    keep_bytes, keep_tokens = sizes["keep"]
+    for name, (size, tokens) in sizes.items():
+        fit = name == MediaPolicy.FIT
+        record(
+            f"mcp_context_bytes_4k_{name}",
+            {
+                "value": float(size),
+                "unit": "bytes",
+                "baseline": float(keep_bytes),
+                "baseline_of": "the same 3840x2160 screenshot with --images keep",
+                "ratio": size / keep_bytes,
+                "target": f"value <= {MAX_RESULT_BYTES}" if fit else "report",
+                "better": "lower",
+            },
+        )
+        record(
+            f"mcp_context_tokens_4k_{name}",
+            {
+                "value": tokens,
+                "unit": "tokens",
+                "baseline": keep_tokens,
+                "baseline_of": "the same screenshot with --images keep (w*h/750 before any "
+                "downscaling by the client)",
+                "ratio": tokens / keep_tokens,
+                "target": "report",
+                "better": "lower",
+            },
+        )
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        fit_image(rendered.media[0].path, "image/png", FitLimits())
+        times.append(time.perf_counter() - start)
+    record(
+        "mcp_fit_4k_copy_ms",
+        {
+            "value": min(times) * 1000,
+            "unit": "ms",
+            "baseline": None,
+            "baseline_of": "best of 5: header check, bounded decode, downscale, PNG encode",
+            "ratio": None,
+            "target": "report",
+            "better": "lower",
+        },
+    )
+
+
 def first_answer(home: Path) -> None:
     from tests.support.factories import png_bytes
 
@@ -169,5 +242,6 @@ def run() -> None:
     with tempfile.TemporaryDirectory(prefix="mcp-media-bench-") as scratch:
         home = Path(scratch)
         context(home)
+        context_4k(home)
         first_answer(home)
         overhead(home)

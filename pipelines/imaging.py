@@ -280,16 +280,23 @@ def hex_colour(rgb: tuple[int, int, int]) -> str:
 
 
 def prepare_image(
-    image: Image.Image, source: ImageFacts, *, max_side: int, max_bytes: int
+    image: Image.Image,
+    source: ImageFacts,
+    *,
+    max_side: int,
+    max_bytes: int,
+    lossless: bool | None = None,
 ) -> PreparedImage:
     """Re-encode within `max_bytes`: PNG for graphics and transparency, else JPEG.
 
     Always re-encoded, never passed through: this strips EXIF (GPS) and other metadata
     before the bytes leave the machine, and gives providers one of the formats they accept.
+    `lossless` True tries PNG first whatever the image looks like (False: JPEG only; None:
+    PNG for graphics and transparency); JPEG is the fallback when PNG does not fit.
     """
     work = image.copy()
     work.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
-    if _looks_like_graphic(work):
+    if _looks_like_graphic(work) if lossless is None else lossless:
         data = _encode(work, "PNG")
         if len(data) <= max_bytes:
             return PreparedImage(data, "image/png", work.width, work.height, source)

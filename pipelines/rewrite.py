@@ -5,6 +5,11 @@ The MCP door (proxy, interceptor) forwards tool results through here after inges
 - images and audio: `keep` forwards the block and adds a text block with its `MEDIA:` path and
   summary or transcript; `text` replaces the bytes with that text (for text-only models);
   `link` replaces them with a resource link to `mcp-media://media/<sha256>` plus that text;
+- images under `fit` (`pipelines.fit`): forwarded as they came when within the limits, else
+  as a downscaled, re-encoded copy, plus that text and a line saying so (an image no copy
+  can be made of becomes a link); then, while the result is over its byte cap, its largest
+  cached blocks (images, audio, embedded blobs) become links;
+- every block put in a media block's place keeps that block's `annotations` and `_meta`;
 - embedded blobs larger than `inline_max` bytes become a resource link plus their saved path;
 - a block ingest could not use is forwarded as it came, followed by its marker;
 - text, embedded text, resource links, `structuredContent`, `isError` and `_meta` pass
@@ -15,16 +20,21 @@ The output is wire JSON (camelCase), whatever spelling came in.
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from pipelines.blocks import unwrap_result
+from pipelines.fit import FitLimits, FittedImage, fit_image
+from pipelines.imaging import ImageError
 from pipelines.media import MediaKind, StoredBlob
 from pipelines.render import RenderedResult, marker, media_tag, one_line, saved_document
 
 MEDIA_URI_PREFIX = "mcp-media://media/"
+ENVELOPE_BYTES = 128  # {"jsonrpc":"2.0","id":...,"result":...} around a result
 DEFAULT_INLINE_MAX = 1024 * 1024
 
 
@@ -32,6 +42,7 @@ class MediaPolicy(StrEnum):
     KEEP = "keep"
     TEXT = "text"
     LINK = "link"
+    FIT = "fit"  # images only: see pipelines.fit
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +50,7 @@ class RewritePolicy:
     images: MediaPolicy = MediaPolicy.KEEP
     audio: MediaPolicy = MediaPolicy.KEEP
     inline_max: int = DEFAULT_INLINE_MAX  # embedded blobs above this become links
+    fit: FitLimits = field(default_factory=FitLimits)  # the limits of `fit`
 
 
 def media_uri(sha256: str) -> str:
@@ -63,10 +75,13 @@ def rewrite_result(
     stored = dict(zip(rendered.media_blocks, rendered.media, strict=True))
     marked = {m.block: m for m in rendered.markers}
     out: list[Any] = []
+    movable: list[tuple[int, StoredBlob]] = []  # blocks carrying a cached blob's bytes
     for index, block in enumerate(content):
         blob = stored.get(index)
         if blob is not None:
-            out += _media_block(block, blob, notes.get(blob.sha256, []), policy)
+            made = _media_block(block, blob, notes.get(blob.sha256, []), policy)
+            movable += [(len(out) + i, blob) for i, b in enumerate(made) if _carries_bytes(b)]
+            out += made
         else:
             out.append(block)
         if index in marked:
@@ -80,6 +95,8 @@ def rewrite_result(
     ):
         if camel in result or snake in result:
             rewritten[camel] = result[camel] if camel in result else result[snake]
+    if policy.images is MediaPolicy.FIT:
+        _within(rewritten, movable, policy.fit.max_result_bytes)
     return rewritten
 
 
@@ -104,23 +121,78 @@ def _link(blob: StoredBlob) -> dict[str, Any]:
     }
 
 
+def _carried(block: Any, replacement: dict[str, Any]) -> dict[str, Any]:
+    """`replacement` with the `annotations` and `_meta` of the block it stands for."""
+    if not isinstance(block, Mapping):
+        return replacement
+    out = dict(replacement)
+    for wire, names in (("annotations", ("annotations",)), ("_meta", ("_meta", "meta"))):
+        value = next((block[n] for n in names if block.get(n) is not None), None)
+        if value is not None:
+            out[wire] = _wire(value)
+    return out
+
+
 def _media_block(
     block: Any, blob: StoredBlob, lines: list[str], policy: RewritePolicy
 ) -> list[dict[str, Any]]:
     if blob.kind is MediaKind.DOCUMENT:
         saved = _text(saved_document(blob))
         if blob.size > policy.inline_max:
-            return [_link(blob), saved]
+            return [_carried(block, _link(blob)), saved]
         return [_wire(block), saved]
     chosen = policy.images if blob.kind is MediaKind.IMAGE else policy.audio
+    if chosen is MediaPolicy.FIT and blob.kind is MediaKind.IMAGE:
+        return _fitted(block, blob, lines, policy.fit)
     about = _text("\n".join([media_tag(blob), *lines]))
     match chosen:
-        case MediaPolicy.KEEP:
-            return [_wire(block), about]
         case MediaPolicy.LINK:
-            return [_link(blob), about]
+            return [_carried(block, _link(blob)), about]
         case MediaPolicy.TEXT:
-            return [about]
+            return [_carried(block, about)]
+        case _:
+            return [_wire(block), about]
+
+
+def _fitted(
+    block: Any, blob: StoredBlob, lines: list[str], limits: FitLimits
+) -> list[dict[str, Any]]:
+    """The image as it came when it fits, else a copy that does; a link if neither can be."""
+    try:
+        copy: FittedImage | None = fit_image(blob.path, blob.mime, limits)
+    except (ImageError, OSError) as exc:
+        why = one_line(str(exc), 200)
+        about = _text("\n".join([media_tag(blob), *lines, f"[image not sent: {why}]"]))
+        return [_carried(block, _link(blob)), about]
+    if copy is None:
+        return [_wire(block), _text("\n".join([media_tag(blob), *lines]))]
+    image = {"type": "image", "data": base64.b64encode(copy.data).decode(), "mimeType": copy.mime}
+    return [_carried(block, image), _text("\n".join([media_tag(blob), *lines, copy.note()]))]
+
+
+def _carries_bytes(block: Mapping[str, Any]) -> bool:
+    if block.get("type") in ("image", "audio"):
+        return True
+    resource = block.get("resource")
+    return block.get("type") == "resource" and isinstance(resource, Mapping) and "blob" in resource
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _within(result: dict[str, Any], movable: list[tuple[int, StoredBlob]], cap: int) -> None:
+    """Move the largest blocks carrying cached bytes to links until `result` fits `cap`
+    bytes of JSON (with room for the JSON-RPC envelope)."""
+    content = result["content"]
+    total = _size(result) + ENVELOPE_BYTES
+    by_size = sorted(movable, key=lambda item: _size(content[item[0]]), reverse=True)
+    for index, blob in by_size:
+        if total <= cap:
+            return
+        before = _size(content[index])
+        content[index] = _carried(content[index], _link(blob))
+        total += _size(content[index]) - before
 
 
 _WIRE_NAMES = {"mime_type": "mimeType"}

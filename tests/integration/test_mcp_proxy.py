@@ -496,7 +496,7 @@ def test_lists_follow_the_upstream_cursors(cluster: Cluster) -> None:
             resources = (await client.list_resources()).resources
             assert [r.name for r in resources] == [f"resource{n}" for n in every]
             templates = (await client.list_resource_templates()).resource_templates
-            assert [t.name for t in templates] == [f"template{n}" for n in every]
+            assert [t.name for t in templates] == [f"template{n}" for n in every] + ["cached media"]
             prompts = (await client.list_prompts()).prompts
             assert [p.name for p in prompts] == [f"prompt{n}" for n in every]
             assert texts(await client.call_tool("tool_4", {})) == ["tool_4"]
@@ -514,7 +514,10 @@ def test_resources_templates_and_prompts_of_the_upstream(cluster: Cluster) -> No
                 "Reports, screenshots and voice notes."
             ]
             templates = (await client.list_resource_templates()).resource_templates
-            assert [t.uri_template for t in templates] == ["drive://files/{name}"]
+            assert [t.uri_template for t in templates] == [
+                "drive://files/{name}",
+                "mcp-media://media/{sha256}",  # the cached media, after the upstream's
+            ]
             (file,) = (await client.read_resource("drive://files/notes.txt")).contents
             assert isinstance(file, types.TextResourceContents)
             assert file.text == "contents of notes.txt"

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipelines.blocks import unwrap_result
 from pipelines.errors import InvalidToolResult
+from pipelines.fit import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_RESULT_BYTES, FitLimits
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
 from workers.cli.common import CliError, print_json
@@ -18,11 +19,18 @@ from workers.settings import Settings
 
 
 def add_door_flags(p: argparse.ArgumentParser, *, serves_links: bool = True) -> None:
-    """The options every door takes. `link` and `--inline-max` need a server that answers
-    resources/read for mcp-media:// URIs (proxy, mcp); intercept has none."""
-    policies = [m.value for m in MediaPolicy if serves_links or m is not MediaPolicy.LINK]
-    p.add_argument("--images", choices=policies, default="keep", help="image blocks (keep)")
-    p.add_argument("--audio", choices=policies, default="keep", help="audio blocks (keep)")
+    """The options every door takes. `link`, `fit` and `--inline-max` need a server that
+    answers resources/read for mcp-media:// URIs (proxy, mcp); intercept has none."""
+    linking = (MediaPolicy.LINK, MediaPolicy.FIT)
+    policies = [m.value for m in MediaPolicy if serves_links or m not in linking]
+    p.add_argument(
+        "--images",
+        choices=policies,
+        default="keep",
+        help="image blocks (keep; fit: a downscaled copy when over a --max-image-* limit)",
+    )
+    audio = [m for m in policies if m != MediaPolicy.FIT]
+    p.add_argument("--audio", choices=audio, default="keep", help="audio blocks (keep)")
     if serves_links:
         p.add_argument(
             "--inline-max",
@@ -31,6 +39,28 @@ def add_door_flags(p: argparse.ArgumentParser, *, serves_links: bool = True) -> 
             metavar="BYTES",
             help="embedded blobs larger than this become a resource link (1 MiB)",
         )
+        p.add_argument(
+            "--max-image-side",
+            type=_positive,
+            default=MAX_IMAGE_SIDE,
+            metavar="PX",
+            help=f"--images fit: longest side sent ({MAX_IMAGE_SIDE})",
+        )
+        p.add_argument(
+            "--max-image-bytes",
+            type=_positive,
+            default=MAX_IMAGE_BYTES,
+            metavar="N",
+            help=f"--images fit: one image's base64 size ({MAX_IMAGE_BYTES}, 5 MiB)",
+        )
+        p.add_argument(
+            "--max-result-bytes",
+            type=_positive,
+            default=MAX_RESULT_BYTES,
+            metavar="N",
+            help=f"--images fit: the whole result as JSON ({MAX_RESULT_BYTES}, 1 MiB); "
+            "the largest media become links past it",
+        )
     p.add_argument(
         "--wait", type=float, default=20.0, metavar="S", help="wait for summaries (20; 0: never)"
     )
@@ -38,11 +68,30 @@ def add_door_flags(p: argparse.ArgumentParser, *, serves_links: bool = True) -> 
     p.add_argument("--server", help="the upstream server's name, for read_resource hints")
 
 
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {number}")
+    return number
+
+
 def door_options(args: argparse.Namespace) -> DoorOptions:
     # Without --inline-max (intercept) nothing becomes a link: no server could serve it.
     inline_max = getattr(args, "inline_max", None) or sys.maxsize
+    fit = FitLimits()
+    if hasattr(args, "max_image_side"):
+        try:
+            fit = FitLimits(args.max_image_side, args.max_image_bytes, args.max_result_bytes)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     policy = RewritePolicy(
-        images=MediaPolicy(args.images), audio=MediaPolicy(args.audio), inline_max=inline_max
+        images=MediaPolicy(args.images),
+        audio=MediaPolicy(args.audio),
+        inline_max=inline_max,
+        fit=fit,
     )
     return DoorOptions(policy=policy, wait=args.wait, inline=args.inline, server=args.server)
 

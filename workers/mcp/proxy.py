@@ -242,13 +242,15 @@ class Proxy:
 
     async def list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
         self._remember(ctx)
+        if getattr(params, "cursor", None):  # upstreams' come whole on the first page
+            return self.tools.media_resources(params.cursor)
         resources: list[types.Resource] = []
         for upstream, client in await self._each():
             listed = await self._pages(upstream, client.list_resources, "resources")
             for resource in listed:
                 self._resource_owner[str(resource.uri)] = upstream.name
             resources += listed
-        return types.ListResourcesResult(resources=resources)
+        return self.tools.media_resources(None, resources)
 
     async def list_resource_templates(
         self, ctx: Any, params: Any
@@ -258,7 +260,9 @@ class Proxy:
             templates += await self._pages(
                 upstream, client.list_resource_templates, "resource_templates"
             )
-        return types.ListResourceTemplatesResult(resource_templates=templates)
+        return types.ListResourceTemplatesResult(
+            resource_templates=[*templates, *self.tools.resource_templates()]
+        )
 
     async def read_resource(
         self, ctx: Any, params: types.ReadResourceRequestParams

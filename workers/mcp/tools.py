@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 import mimetypes
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,14 @@ import mcp_types as types
 from pipelines.cache import BlobError
 from pipelines.ingest import validate_image
 from pipelines.media import Capability, JobRequest, MediaKind
-from pipelines.render import pending_line, result_note
+from pipelines.render import audio_tag, pending_line, result_note
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.rewrite import MEDIA_URI_PREFIX
 from pipelines.speech.transcript import Transcript, format_transcript
 from workers.configs import store_request, synthesis_request
 from workers.gateway import JobHandle
+from workers.mcp.media_resources import TEMPLATE as MEDIA_TEMPLATE
+from workers.mcp.media_resources import media_page
 from workers.mcp.rewriter import MCP_FETCH, MediaRewriter, failure_reason
 from workers.voices import VoiceNotFound, resolve_voice
 
@@ -179,6 +181,15 @@ class OwnTools:
             log.error("tool %s failed: %s", name, reason, exc_info=exc)
             return error_result(f"{name}: the job could not be run ({reason}); try again later")
 
+    def media_resources(
+        self, cursor: str | None, before: Sequence[types.Resource] = ()
+    ) -> types.ListResourcesResult:
+        """resources/list: `before` (the upstreams') then a page of cached media."""
+        return media_page(self.settings.media_cache(), cursor, before)
+
+    def resource_templates(self) -> list[types.ResourceTemplate]:
+        return [MEDIA_TEMPLATE]
+
     def cached(self, sha256: str) -> tuple[Path, str] | None:
         """Any cached media by sha256, documents too: every link the door hands out."""
         cache = self.settings.media_cache()
@@ -279,16 +290,12 @@ class OwnTools:
         result = self._job_result(
             handle, {"format": params["format"], "duration_s": out.get("duration_s")}
         )
-        path = out.get("path")
-        if handle.envelope is not None and handle.envelope.status is Status.DONE and path:
-            mime = "audio/ogg" if params["format"] == "ogg" else "audio/wav"
-            data = base64.b64encode(Path(path).read_bytes()).decode()
-            result.content = [
-                types.AudioContent(type="audio", data=data, mime_type=mime),
-                types.TextContent(type="text", text=str(out.get("media_tag"))),
-            ]
-            assert result.structured_content is not None
-            result.structured_content["path"] = path
+        if handle.envelope is not None and handle.envelope.status is Status.DONE:
+            spoken = self._speech(out)
+            if spoken is not None:
+                result.content, path = spoken
+                assert result.structured_content is not None
+                result.structured_content["path"] = str(path)
         return result
 
     async def _result(self, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -312,6 +319,10 @@ class OwnTools:
                 "result": dict(envelope.to_json()),
             }
             text = result_note(envelope) or f"[{envelope.status.value}: {envelope.reason or '-'}]"
+            made = envelope.status is Status.DONE and key.capability is Capability.AUDIO_SYNTHESIZE
+            spoken = self._speech(envelope.output) if made else None
+            if spoken is not None:
+                return types.CallToolResult(content=spoken[0], structured_content=structured)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structured_content=structured
         )
@@ -333,6 +344,27 @@ class OwnTools:
             content=[types.TextContent(type="text", text="\n".join(lines))],
             structured_content=structured,
         )
+
+    def _speech(self, output: Mapping[str, Any]) -> tuple[list[types.ContentBlock], Path] | None:
+        """What a finished speak job made, from this machine's cache (by its sha256, never a
+        path the result names): its audio and its MEDIA: line. None when not there: the
+        caller then says what the result says."""
+        found = self.settings.media_cache().find(str(output.get("audio_sha256", "")))
+        if found is None or found.kind is not MediaKind.AUDIO:
+            return None
+        try:
+            data = base64.b64encode(found.path.read_bytes()).decode()
+        except OSError as exc:
+            log.warning("spoken audio %s not readable: %s", found.path, exc)
+            return None
+        fmt = str(output.get("format", found.path.suffix[1:]))
+        mime = "audio/ogg" if fmt == "ogg" else "audio/wav"
+        tag = audio_tag(found.path, fmt)
+        blocks: list[types.ContentBlock] = [
+            types.AudioContent(type="audio", data=data, mime_type=mime),
+            types.TextContent(type="text", text=tag),
+        ]
+        return blocks, found.path
 
     def _job_result(
         self, handle: JobHandle, extra: dict[str, Any], shown: str | None = None
