@@ -39,6 +39,7 @@ from pipelines.errors import InvalidToolResult
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
 from workers.mcp.rewriter import MediaRewriter, failure_reason
+from workers.mcp.tasks import Tasks
 from workers.mcp.tools import OwnTools, error_result
 from workers.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
 from workers.settings import McpSettings
@@ -88,6 +89,8 @@ class Proxy:
             on_get_prompt=self.get_prompt,
             on_subscriptions_listen=ListenHandler(self._events),
         )
+        self.tasks = Tasks(tools, self.limits)  # own tools' jobs as MCP tasks, when asked
+        self.tasks.install(self.server)
 
     def initialization_options(self) -> Any:
         changes = NotificationOptions(
@@ -96,6 +99,7 @@ class Proxy:
         return self.server.create_initialization_options(notification_options=changes)
 
     async def run_upstreams(self, task_group: anyio.abc.TaskGroup) -> None:
+        self.tasks.bind(task_group)
         for upstream in self.upstreams.values():
             task_group.start_soon(upstream.run)
 
@@ -157,7 +161,7 @@ class Proxy:
         arguments = dict(params.arguments or {})
         routed = self._route(params.name)
         if self.tools.has(params.name) and (routed is None or not await self._upstream_has(routed)):
-            return await self.tools.call(params.name, arguments)  # upstream tools win a clash
+            return await self.tasks.call_tool(ctx, params.name, arguments)  # upstream tools win
         if routed is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
         upstream, name = routed

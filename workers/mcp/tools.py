@@ -11,6 +11,7 @@ import base64
 import logging
 import mimetypes
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,10 @@ def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
+# Set by a task's call: told of the job as soon as it is submitted (its id, to cancel it).
+SUBMITTED: ContextVar[Callable[[JobHandle], None] | None] = ContextVar("submitted", default=None)
+
+
 class ToolInputError(Exception):
     """A tool argument is unusable; the message is shown to the model."""
 
@@ -237,8 +242,21 @@ class OwnTools:
         return float(wait)
 
     async def _run(self, job: JobRequest, wait: float) -> JobHandle:
-        (handle,) = await anyio.to_thread.run_sync(self.rewriter.run, [job], wait)
-        return handle
+        submitted = SUBMITTED.get()
+        if submitted is None:
+            (handle,) = await anyio.to_thread.run_sync(self.rewriter.run, [job], wait)
+            return handle
+        # A task's call (workers.mcp.tasks): told of the job as it is submitted, then waits
+        # here without holding a thread.
+        hook = submitted
+
+        def submit() -> JobHandle:
+            (handle,) = self.rewriter.run([job], 0)
+            hook(handle)
+            return handle
+
+        handle = await anyio.to_thread.run_sync(submit)
+        return await self.rewriter.gateway.wait_async(handle, wait)
 
     # tools
 

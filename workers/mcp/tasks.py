@@ -1,0 +1,249 @@
+"""Long jobs as MCP tasks: the `io.modelcontextprotocol/tasks` extension (2026-07-28).
+
+A client that names the extension in a request's capabilities (`_meta`
+`io.modelcontextprotocol/clientCapabilities` `extensions`) gets, for a call of an own tool
+that runs a job (describe_image, transcribe_audio, speak), a task at once
+(`resultType: "task"`); `tasks/get` tells its status and the job's progress, and the tool's
+result inline once done; `tasks/cancel` asks the job to stop (it ends `failed`, reason
+`cancelled`; the worker serves on). Clients that do not name it get the tool's answer as
+before. Tasks live in this process: at most `max_tasks` (finished ones give way, oldest
+first), each kept `task_ttl` seconds from its creation, named by an unguessable id, and seen
+only by the session that made it: any other id is "not found".
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from workers.gateway import JobHandle
+from workers.job_control import CANCELLED
+from workers.mcp.tools import SUBMITTED, OwnTools
+from workers.settings import McpSettings
+
+log = logging.getLogger("mcp_media.tasks")
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+TASK_TOOLS = frozenset({"describe_image", "transcribe_audio", "speak"})
+POLL_MS = 1000
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+NOT_FOUND = "Failed to retrieve task: Task not found"
+
+
+class TaskParams(types.RequestParams):
+    task_id: str = Field(alias="taskId", min_length=1)
+
+
+class UpdateTaskParams(TaskParams):
+    input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
+
+
+@dataclass
+class Task:
+    id: str
+    owner: Any  # see owner_of
+    tool: str
+    created: float
+    updated: float
+    status: str = "working"
+    message: str | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    job: JobHandle | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+    def end(self, status: str, message: str | None = None) -> None:
+        self.status, self.message, self.updated = status, message, time.time()
+
+
+def opted_in(ctx: Any) -> bool:
+    """Did this request name the tasks extension in its capabilities (2026-07-28 only: the
+    `task` result shape cannot be sent on an earlier protocol)?"""
+    if getattr(ctx, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    meta = getattr(ctx, "meta", None) or {}
+    capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
+    if isinstance(capabilities, Mapping):
+        extensions = capabilities.get("extensions")
+    else:
+        extensions = getattr(capabilities, "extensions", None)
+    return isinstance(extensions, Mapping) and EXTENSION in extensions
+
+
+def owner_of(ctx: Any) -> Any:
+    """Who may see a task: the client session that made it. That is the transport's session
+    id where it has one (HTTP before 2026-07-28), else the connection's channel (one stdio
+    connection); a request on no channel at all (stateless HTTP) is only the bearer of the
+    door's token, and the unguessable task id is then the key (None)."""
+    # The SDK builds a session object per request; its connection is the client's.
+    connection = getattr(getattr(ctx, "session", None), "_connection", None)
+    if connection is None:
+        return None
+    if connection.session_id:
+        return connection.session_id
+    return connection.outbound if connection.has_standalone_channel else None
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Tasks:
+    """The task table of one server, and the handlers of the extension's methods."""
+
+    def __init__(self, tools: OwnTools, limits: McpSettings) -> None:
+        self.tools = tools
+        self.gateway = tools.rewriter.gateway
+        self.max_tasks = limits.max_tasks
+        self.ttl = limits.task_ttl
+        self._tasks: OrderedDict[str, Task] = OrderedDict()  # oldest first
+        self._group: anyio.abc.TaskGroup | None = None
+
+    def install(self, server: Server[Any]) -> None:
+        server.extensions[EXTENSION] = {}
+        server.add_request_handler("tasks/get", TaskParams, self.get)
+        server.add_request_handler("tasks/update", UpdateTaskParams, self.update)
+        server.add_request_handler("tasks/cancel", TaskParams, self.cancel)
+
+    def bind(self, group: anyio.abc.TaskGroup) -> None:
+        """Where the tasks' jobs are waited for: the server's own task group."""
+        self._group = group
+
+    async def call_tool(
+        self, ctx: Any, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        """An own tool's call: a task where the client opted in, else the tool's answer.
+
+        The task goes out as a mapping, which the SDK's runner sends as it is (its
+        `resultType` marks an extension's shape); typed as the call's result for the SDK."""
+        if name not in TASK_TOOLS or self._group is None or not opted_in(ctx):
+            return await self.tools.call(name, arguments)
+        self._make_room()
+        now = time.time()
+        task = Task(secrets.token_urlsafe(24), owner_of(ctx), name, now, now)
+        task.message = f"{name}: submitting the job"
+        self._tasks[task.id] = task
+        self._group.start_soon(self._run, task, arguments)
+        return cast(types.CallToolResult, {"resultType": "task", **self._shape(task)})
+
+    # the extension's methods
+
+    async def get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        task = self._owned(ctx, params.task_id)
+        if task.status == "working" and task.job is not None:
+            done = await anyio.to_thread.run_sync(self.gateway.progress, task.job.id)
+            if done is not None:
+                task.message = f"{task.tool}: job {task.job.id} running, {done:.1f} s of input done"
+        return {"resultType": "complete", **self._shape(task)}
+
+    async def update(self, ctx: Any, params: UpdateTaskParams) -> dict[str, Any]:
+        self._owned(ctx, params.task_id)  # no task of ours asks for input: nothing to take
+        return {"resultType": "complete"}
+
+    async def cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        task = self._owned(ctx, params.task_id)
+        if task.status not in TERMINAL:
+            task.end("cancelled", "cancelled by the client")
+            job = task.job
+            if job is not None:
+                await anyio.to_thread.run_sync(self.gateway.cancel, job.id)
+            task.scope.cancel()
+        return {"resultType": "complete"}
+
+    # the table
+
+    def _owned(self, ctx: Any, task_id: str) -> Task:
+        if not opted_in(ctx):
+            raise MCPError(
+                types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "Missing required client capability: name io.modelcontextprotocol/tasks in "
+                "the request's clientCapabilities extensions",
+                {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+            )
+        self._expire()
+        task = self._tasks.get(task_id)
+        if task is None or task.owner != owner_of(ctx):
+            raise MCPError(types.INVALID_PARAMS, NOT_FOUND)  # another session's: the same
+        return task
+
+    def _expire(self) -> None:
+        now = time.time()
+        for task in [t for t in self._tasks.values() if now - t.created > self.ttl]:
+            task.scope.cancel()  # a job past the TTL is no longer waited for
+            del self._tasks[task.id]
+
+    def _make_room(self) -> None:
+        self._expire()
+        if len(self._tasks) < self.max_tasks:
+            return
+        finished = next((t for t in self._tasks.values() if t.status in TERMINAL), None)
+        if finished is None:
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"too many tasks running ({self.max_tasks}, MCP_MEDIA_MCP__MAX_TASKS): "
+                "let some finish or cancel them, then call again",
+            )
+        del self._tasks[finished.id]
+
+    def _shape(self, task: Task) -> dict[str, Any]:
+        shape: dict[str, Any] = {
+            "taskId": task.id,
+            "status": task.status,
+            "createdAt": _iso(task.created),
+            "lastUpdatedAt": _iso(task.updated),
+            "ttlMs": int(self.ttl * 1000),
+            "pollIntervalMs": POLL_MS,
+        }
+        if task.message:
+            shape["statusMessage"] = task.message
+        if task.status == "completed" and task.result is not None:
+            shape["result"] = task.result
+        if task.status == "failed" and task.error is not None:
+            shape["error"] = task.error
+        return shape
+
+    async def _run(self, task: Task, arguments: dict[str, Any]) -> None:
+        def submitted(handle: JobHandle) -> None:  # in the submitting thread
+            task.job = handle
+            task.message = f"{task.tool}: job {handle.id} {handle.status.value}"
+            if task.status == "cancelled":  # cancelled while it was being submitted
+                self.gateway.cancel(handle.id)
+
+        token = SUBMITTED.set(submitted)
+        try:
+            with task.scope:
+                # The task waits for the job's end (as long as the task is kept).
+                result = await self.tools.call(task.tool, {**arguments, "wait": self.ttl})
+        except Exception as exc:  # not the tool's answer: a protocol-level failure
+            log.error("task %s of %s failed", task.id[:8], task.tool, exc_info=exc)
+            task.error = {"code": types.INTERNAL_ERROR, "message": str(exc)[:500]}
+            task.end("failed", f"{task.tool} failed: {exc}"[:500])
+            return
+        finally:
+            SUBMITTED.reset(token)
+        if task.scope.cancelled_caught or task.status == "cancelled":
+            return
+        structured = result.structured_content or {}
+        if structured.get("reason") == CANCELLED:
+            task.end("cancelled", CANCELLED)
+            return
+        task.result = {
+            "resultType": "complete",
+            **result.model_dump(mode="json", by_alias=True, exclude_none=True),
+        }
+        task.end("completed", f"{task.tool}: {structured.get('status', 'done')}")
