@@ -11,7 +11,7 @@ import queue
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -79,18 +79,27 @@ class RawClient:
     def call(self, name: str, arguments: dict[str, Any], *, tasks: bool = True) -> Any:
         return self.result("tools/call", {"name": name, "arguments": arguments}, tasks=tasks)
 
-    def poll(self, task_id: str, timeout: float, until: Sequence[str] = TERMINAL) -> list[Any]:
-        """Every `tasks/get` answer until the task's status is one of `until` (honouring its
-        pollIntervalMs); `timeout` bounds a hang."""
+    def poll(
+        self,
+        task_id: str,
+        timeout: float,
+        until: Sequence[str] | Callable[[dict[str, Any]], bool] = TERMINAL,
+    ) -> list[Any]:
+        """Every `tasks/get` answer until the task's status is one of `until` (or `until`
+        says yes), honouring its pollIntervalMs; `timeout` bounds a hang."""
         seen: list[Any] = []
         deadline = time.monotonic() + timeout
         while True:
             got = self.result("tasks/get", {"taskId": task_id})
             seen.append(got)
-            if got["status"] in until:
+            if until(got) if callable(until) else got["status"] in until:
                 return seen
             assert time.monotonic() < deadline, f"task still {got['status']}: {got}"
             time.sleep(got.get("pollIntervalMs", 1000) / 1000)
+
+    @staticmethod
+    def poll_pause() -> None:
+        time.sleep(0.2)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -100,3 +109,6 @@ class RawClient:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._reader.join(timeout=15)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()

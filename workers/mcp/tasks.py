@@ -43,6 +43,7 @@ TASK_TOOLS = frozenset({"describe_image", "transcribe_audio", "speak"})
 POLL_MS = 1000
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 NOT_FOUND = "Failed to retrieve task: Task not found"
+JOB_META = "mcp-media/job"  # the task's job id, in its `_meta`
 
 
 class TaskParams(types.RequestParams):
@@ -211,6 +212,8 @@ class Tasks:
         }
         if task.message:
             shape["statusMessage"] = task.message
+        if task.job is not None:  # for media_result, or a look at the jobs page
+            shape["_meta"] = {JOB_META: task.job.id}
         if task.status == "completed" and task.result is not None:
             shape["result"] = task.result
         if task.status == "failed" and task.error is not None:
