@@ -4,29 +4,18 @@ vision worker and the fake vision provider."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import ROOT, Cluster
+from tests.integration.conftest import Cluster
 from tests.support.factories import noisy_png
-from tests.support.task_client import RawClient
+from tests.support.task_client import RawClient, own_tools
 
 pytestmark = pytest.mark.integration
 
 JOB = "mcp-media/job"
-
-
-def _door(cluster: Cluster, tmp_path: Path, **env: str) -> RawClient:
-    """`mcp-media mcp` on the cluster's queues, images readable under tmp_path."""
-    return RawClient.start(
-        [sys.executable, "-m", "workers.cli.main", "mcp", "--allow-root", str(tmp_path)],
-        cluster.env(PYTHONPATH=str(ROOT), **env),
-        ROOT,
-        cluster.home / "logs" / "mcp.log",
-    )
 
 
 def _image(tmp_path: Path, seed: int) -> str:
@@ -50,7 +39,7 @@ def test_a_task_aware_client_gets_a_task_and_its_result_others_the_answer_as_bef
     cluster: Cluster, tmp_path: Path
 ) -> None:
     cluster.start_worker("vision", concurrency=1)
-    client = _door(cluster, tmp_path)
+    client = own_tools(cluster, tmp_path)
     try:
         plain = client.call("describe_image", {"image": _image(tmp_path, 1)}, tasks=False)
         assert plain["resultType"] == "complete" and "taskId" not in plain
@@ -84,11 +73,12 @@ def test_tasks_cancel_stops_the_job_and_the_worker_serves_on(
     # One job at a time; the first image's description takes 8 s.
     cluster.fake.set(mode="slow", delay=8.0, only_width=64)
     cluster.start_worker("vision", concurrency=1, MCP_MEDIA_VISION__TIMEOUT="60")
-    client = _door(cluster, tmp_path)
+    client = own_tools(cluster, tmp_path)
     try:
         slow = tmp_path / "slow.png"
         slow.write_bytes(noisy_png(10, size=(64, 48)))
         first = client.call("describe_image", {"image": str(slow)})
+        client.poll(first["taskId"], timeout=60, until=_has_job)  # queued first
         second = client.call("describe_image", {"image": _image(tmp_path, 11)})
         queued = client.poll(second["taskId"], timeout=60, until=_has_job)[-1]
         assert queued["status"] == "working"
@@ -120,7 +110,7 @@ def _has_job(task: dict[str, Any]) -> bool:
 def test_a_task_is_seen_only_by_the_session_that_made_it(cluster: Cluster, tmp_path: Path) -> None:
     cluster.fake.set(mode="slow", delay=5.0)
     cluster.start_worker("vision", concurrency=1, MCP_MEDIA_VISION__TIMEOUT="60")
-    mine, other = _door(cluster, tmp_path), _door(cluster, tmp_path)
+    mine, other = own_tools(cluster, tmp_path), own_tools(cluster, tmp_path)
     try:
         created = mine.call("describe_image", {"image": _image(tmp_path, 20)})
         ident = {"taskId": created["taskId"]}
@@ -147,7 +137,7 @@ def test_a_task_is_seen_only_by_the_session_that_made_it(cluster: Cluster, tmp_p
 def test_the_task_table_is_bounded(cluster: Cluster, tmp_path: Path) -> None:
     cluster.fake.set(mode="slow", delay=20.0)
     cluster.start_worker("vision", concurrency=1, MCP_MEDIA_VISION__TIMEOUT="60")
-    client = _door(cluster, tmp_path, MCP_MEDIA_MCP__MAX_TASKS="2")
+    client = own_tools(cluster, tmp_path, MCP_MEDIA_MCP__MAX_TASKS="2")
     try:
         first = client.call("describe_image", {"image": _image(tmp_path, 30)})
         client.call("describe_image", {"image": _image(tmp_path, 31)})

@@ -5,7 +5,6 @@ mcp` on the queues, a real tts+stt worker with the prepared piper voice and whis
 
 from __future__ import annotations
 
-import sys
 import time
 import wave
 from pathlib import Path
@@ -13,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import ROOT, Cluster
-from tests.support.task_client import RawClient
+from tests.support.cluster import Cluster
+from tests.support.task_client import own_tools
 
 pytestmark = pytest.mark.models
 
@@ -43,15 +42,6 @@ TEXT = " ".join(
 )
 
 
-def _door(cluster: Cluster, tmp_path: Path) -> RawClient:
-    return RawClient.start(
-        [sys.executable, "-m", "workers.cli.main", "mcp", "--allow-root", str(tmp_path)],
-        cluster.env(PYTHONPATH=str(ROOT)),
-        ROOT,
-        cluster.home / "logs" / "mcp.log",
-    )
-
-
 def _repeated(clip: Path, times: int, out: Path) -> float:
     """`clip` (PCM WAV) `times` over, as one WAV; its seconds."""
     with wave.open(str(clip), "rb") as src:
@@ -70,7 +60,7 @@ def test_a_minute_of_speech_transcribed_as_a_task_and_a_longer_one_cancelled(
     speech_cluster: Cluster, tmp_path: Path
 ) -> None:
     speech_cluster.start_worker("tts,stt", concurrency=1)
-    client = _door(speech_cluster, tmp_path)
+    client = own_tools(speech_cluster, tmp_path)
     try:
         spoken = client.call("speak", {"text": TEXT, "voice": VOICE, "format": "wav"})
         assert spoken["resultType"] == "task"

@@ -9,11 +9,15 @@ import itertools
 import json
 import queue
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import IO, TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    from tests.support.cluster import Cluster
 
 PROTOCOL = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -112,3 +116,16 @@ class RawClient:
         self._reader.join(timeout=15)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def own_tools(cluster: Cluster, allowed_root: Path, **env: str) -> RawClient:
+    """`mcp-media mcp` (the own tools) on the cluster's queues, files readable under
+    `allowed_root`, as a RawClient session."""
+    from tests.support.cluster import ROOT
+
+    return RawClient.start(
+        [sys.executable, "-m", "workers.cli.main", "mcp", "--allow-root", str(allowed_root)],
+        cluster.env(PYTHONPATH=str(ROOT), **env),
+        ROOT,
+        cluster.home / "logs" / "mcp.log",
+    )
