@@ -4,18 +4,23 @@ vision worker and the fake vision provider."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import Client, StdioServerParameters
 
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import ROOT, Cluster
 from tests.support.factories import noisy_png
+from tests.support.sdk_tasks import TasksExtension
 from tests.support.task_client import RawClient, own_tools
 
 pytestmark = pytest.mark.integration
 
 JOB = "mcp-media/job"
+UPSTREAM = [sys.executable, "-m", "tests.support.mcp_upstream"]
 
 
 def _image(tmp_path: Path, seed: int) -> str:
@@ -154,3 +159,33 @@ def test_the_task_table_is_bounded(cluster: Cluster, tmp_path: Path) -> None:
         assert gone["code"] == -32602
     finally:
         client.close()
+
+
+def test_the_sdk_client_with_the_tasks_extension_through_the_proxy(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The real SDK `Client`, taught the extension (tests/support/sdk_tasks.py), in front of
+    `mcp-media proxy` with an upstream: own tools' calls become tasks it resolves through
+    tasks/get; the upstream's tools answer as before."""
+    cluster.start_worker("vision", concurrency=1)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "workers.cli.main", "proxy", "--allow-root", str(tmp_path), "--", *UPSTREAM],
+        env=cluster.env(PYTHONPATH=str(ROOT)),
+        cwd=str(ROOT),
+    )
+    tasks = TasksExtension()
+
+    async def scenario() -> None:
+        async with Client(params, read_timeout_seconds=120, extensions=[tasks]) as client:
+            described = await client.call_tool("describe_image", {"image": _image(tmp_path, 40)})
+            assert described.structured_content is not None
+            assert described.structured_content["status"] == "done"
+            assert "A test image." in described.content[0].text  # type: ignore[union-attr]
+            slow = await client.call_tool("slow", {"steps": 2})
+            assert [b.text for b in slow.content] == ["done after 2 steps"]  # type: ignore[union-attr]
+
+    anyio.run(scenario)
+    assert len(tasks.created) == 1 and tasks.created[0].status == "working"
+    assert tasks.seen[-1].status == "completed"
+    assert tasks.seen[-1].task_id == tasks.created[0].task_id
