@@ -5,10 +5,13 @@ A client that names the extension in a request's capabilities (`_meta`
 that runs a job (describe_image, transcribe_audio, speak), a task at once
 (`resultType: "task"`); `tasks/get` tells its status and the job's progress, and the tool's
 result inline once done; `tasks/cancel` asks the job to stop (it ends `failed`, reason
-`cancelled`; the worker serves on). Clients that do not name it get the tool's answer as
-before. Tasks live in this process: at most `max_tasks` (finished ones give way, oldest
-first), each kept `task_ttl` seconds from its creation, named by an unguessable id, and seen
-only by the session that made it: any other id is "not found".
+`cancelled`; the worker serves on) when the task's call started it: a job it joined (the
+same media already in flight for another caller) is only no longer waited for. Clients
+that do not name it get the tool's answer as before.
+
+Tasks live in this process: at most `max_tasks` (finished ones give way, oldest first),
+each kept `task_ttl` seconds from its creation, named by an unguessable id, and seen only
+by the session that made it: any other id is "not found".
 """
 
 from __future__ import annotations
@@ -31,8 +34,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from workers.gateway import JobHandle
-from workers.job_control import CANCELLED
+from workers.gateway import Admission, JobHandle
 from workers.mcp.tools import SUBMITTED, OwnTools
 from workers.settings import McpSettings
 
@@ -161,7 +163,7 @@ class Tasks:
         if task.status not in TERMINAL:
             task.end("cancelled", "cancelled by the client")
             job = task.job
-            if job is not None:
+            if job is not None and job.admission is Admission.QUEUED:
                 await anyio.to_thread.run_sync(self.gateway.cancel, job.id)
             task.scope.cancel()
         return {"resultType": "complete"}
@@ -224,8 +226,8 @@ class Tasks:
         def submitted(handle: JobHandle) -> None:  # in the submitting thread
             task.job = handle
             task.message = f"{task.tool}: job {handle.id} {handle.status.value}"
-            if task.status == "cancelled":  # cancelled while it was being submitted
-                self.gateway.cancel(handle.id)
+            if task.status == "cancelled" and handle.admission is Admission.QUEUED:
+                self.gateway.cancel(handle.id)  # cancelled while it was being submitted
 
         token = SUBMITTED.set(submitted)
         try:
@@ -242,9 +244,6 @@ class Tasks:
         if task.scope.cancelled_caught or task.status == "cancelled":
             return
         structured = result.structured_content or {}
-        if structured.get("reason") == CANCELLED:
-            task.end("cancelled", CANCELLED)
-            return
         task.result = {
             "resultType": "complete",
             **result.model_dump(mode="json", by_alias=True, exclude_none=True),
