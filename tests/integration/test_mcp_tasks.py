@@ -189,3 +189,27 @@ def test_the_sdk_client_with_the_tasks_extension_through_the_proxy(
     assert len(tasks.created) == 1 and tasks.created[0].status == "working"
     assert tasks.seen[-1].status == "completed"
     assert tasks.seen[-1].task_id == tasks.created[0].task_id
+
+
+def test_tasks_cancel_in_the_door_process(cluster: Cluster, tmp_path: Path) -> None:
+    """`--inline`: jobs run in the door's own small pool; a job waiting there for a slot is
+    cancelled before it runs."""
+    cluster.fake.set(mode="slow", delay=6.0, only_width=64)
+    client = own_tools(cluster, tmp_path, "--inline", MCP_MEDIA_VISION__TIMEOUT="60")
+    try:
+        busy = []
+        for seed in (50, 51):  # both slots of the pool busy
+            path = tmp_path / f"slow-{seed}.png"
+            path.write_bytes(noisy_png(seed, size=(64, 48)))
+            busy.append(client.call("describe_image", {"image": str(path)}))
+            client.poll(busy[-1]["taskId"], timeout=60, until=_has_job)
+        waiting = client.call("describe_image", {"image": _image(tmp_path, 52)})
+        job = client.poll(waiting["taskId"], timeout=60, until=_has_job)[-1]["_meta"][JOB]
+        client.result("tasks/cancel", {"taskId": waiting["taskId"]})
+        ended = _job_result(client, job)
+        assert ended["status"] == "failed" and ended["meta"]["reason"].startswith("cancelled")
+        assert [r.image_width for r in cluster.fake.received] == [64, 64]
+        for task in busy:
+            assert client.poll(task["taskId"], timeout=120)[-1]["status"] == "completed"
+    finally:
+        client.close()

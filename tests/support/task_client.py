@@ -118,13 +118,16 @@ class RawClient:
             self.proc.stdout.close()
 
 
-def own_tools(cluster: Cluster, allowed_root: Path, **env: str) -> RawClient:
-    """`mcp-media mcp` (the own tools) on the cluster's queues, files readable under
-    `allowed_root`, as a RawClient session."""
+def own_tools(cluster: Cluster, allowed_root: Path, *flags: str, **env: str) -> RawClient:
+    """`mcp-media mcp` (the own tools) on the cluster's queues (or with `--inline` in its own
+    process), files readable under `allowed_root`, as a RawClient session."""
     from tests.support.cluster import ROOT
 
     return RawClient.start(
-        [sys.executable, "-m", "workers.cli.main", "mcp", "--allow-root", str(allowed_root)],
+        [
+            *(sys.executable, "-m", "workers.cli.main", "mcp"),
+            *("--allow-root", str(allowed_root), *flags),
+        ],
         cluster.env(PYTHONPATH=str(ROOT), **env),
         ROOT,
         cluster.home / "logs" / "mcp.log",
