@@ -19,6 +19,7 @@ import math
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -157,11 +158,13 @@ class Proxy:
     async def call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        if self.tasks.takes(ctx):  # the client named the tasks extension (workers.mcp.tasks)
+            return await self.tasks.start(ctx, params.name, partial(self.call_tool, ctx, params))
         self._remember(ctx)
         arguments = dict(params.arguments or {})
         routed = self._route(params.name)
         if self.tools.has(params.name) and (routed is None or not await self._upstream_has(routed)):
-            return await self.tasks.call_tool(ctx, params.name, arguments)  # upstream tools win
+            return await self.tools.call(params.name, arguments)  # upstream tools win a clash
         if routed is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
         upstream, name = routed

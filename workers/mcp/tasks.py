@@ -3,11 +3,13 @@
 A client that names the extension in a request's capabilities (`_meta`
 `io.modelcontextprotocol/clientCapabilities` `extensions`) gets, for a call of an own tool
 that runs a job (describe_image, transcribe_audio, speak), a task at once
-(`resultType: "task"`); `tasks/get` tells its status and the job's progress, and the tool's
-result inline once done; `tasks/cancel` asks the job to stop (it ends `failed`, reason
+(`resultType: "task"`), and for any other call (an upstream's tool) a task when it has not
+ended within `GRACE_S` (else its answer, as before); `tasks/get` tells its status and the
+job's progress, and the result inline once done. `tasks/cancel` cancels an upstream's call
+(`notifications/cancelled` upstream) and asks a job to stop (it ends `failed`, reason
 `cancelled`; the worker serves on) when the task's call started it: a job it joined (the
 same media already in flight for another caller) is only no longer waited for. Clients
-that do not name it get the tool's answer as before.
+that do not name the extension get the tool's answer as before.
 
 Tasks live in this process: at most `max_tasks` (finished ones give way, oldest first),
 each kept `task_ttl` seconds from its creation, named by an unguessable id, and seen only
@@ -20,7 +22,8 @@ import logging
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -35,7 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from workers.gateway import Admission, JobHandle
-from workers.mcp.tools import SUBMITTED, OwnTools
+from workers.mcp.tools import TASK, OwnTools, TaskWait
 from workers.settings import McpSettings
 
 log = logging.getLogger("mcp_media.tasks")
@@ -46,6 +49,8 @@ POLL_MS = 1000
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 NOT_FOUND = "Failed to retrieve task: Task not found"
 JOB_META = "mcp-media/job"  # the task's job id, in its `_meta`
+GRACE_S = 1.0  # a call other than an own job tool answers directly if it ends this soon
+RUNNING: ContextVar[bool] = ContextVar("running_task", default=False)  # inside a task's call
 
 
 class TaskParams(types.RequestParams):
@@ -69,6 +74,8 @@ class Task:
     error: dict[str, Any] | None = None
     job: JobHandle | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    answer: types.CallToolResult | None = None  # the call's result, once it ended
+    failure: MCPError | None = None  # or its error
 
     def end(self, status: str, message: str | None = None) -> None:
         self.status, self.message, self.updated = status, message, time.time()
@@ -127,21 +134,48 @@ class Tasks:
         """Where the tasks' jobs are waited for: the server's own task group."""
         self._group = group
 
-    async def call_tool(
-        self, ctx: Any, name: str, arguments: dict[str, Any]
+    def takes(self, ctx: Any) -> bool:
+        """Does this `tools/call` become a task? When its client named the extension (and it
+        is not the call a task runs)."""
+        return self._group is not None and not RUNNING.get() and opted_in(ctx)
+
+    async def start(
+        self, ctx: Any, name: str, run: Callable[[], Awaitable[types.CallToolResult]]
     ) -> types.CallToolResult:
-        """An own tool's call: a task where the client opted in, else the tool's answer.
+        """Run the call `run` makes as a task. An own tool that runs a job answers with the
+        task at once; any other call that ends within `GRACE_S` answers as it would have
+        (the spec lets the server choose), else with its task.
 
         The task goes out as a mapping, which the SDK's runner sends as it is (its
         `resultType` marks an extension's shape); typed as the call's result for the SDK."""
-        if name not in TASK_TOOLS or self._group is None or not opted_in(ctx):
-            return await self.tools.call(name, arguments)
-        self._make_room()
+        assert self._group is not None
+        if not self._room():
+            if name in TASK_TOOLS:
+                raise MCPError(
+                    types.INTERNAL_ERROR,
+                    f"too many tasks running ({self.max_tasks}, MCP_MEDIA_MCP__MAX_TASKS): "
+                    "let some finish or cancel them, then call again",
+                )
+            running = RUNNING.set(True)  # any other call: answered directly, as before
+            try:
+                return await run()
+            finally:
+                RUNNING.reset(running)
         now = time.time()
         task = Task(secrets.token_urlsafe(24), owner_of(ctx), name, now, now)
-        task.message = f"{name}: submitting the job"
+        task.message = f"{name}: started"
         self._tasks[task.id] = task
-        self._group.start_soon(self._run, task, arguments)
+        ended = anyio.Event()
+        self._group.start_soon(self._run, task, run, ended)
+        if name not in TASK_TOOLS:
+            with anyio.move_on_after(GRACE_S):
+                await ended.wait()
+            if task.answer is not None:  # quick: the answer itself, no task
+                del self._tasks[task.id]
+                return task.answer
+            if task.failure is not None:
+                del self._tasks[task.id]
+                raise task.failure
         return cast(types.CallToolResult, {"resultType": "task", **self._shape(task)})
 
     # the extension's methods
@@ -190,18 +224,16 @@ class Tasks:
             task.scope.cancel()  # a job past the TTL is no longer waited for
             del self._tasks[task.id]
 
-    def _make_room(self) -> None:
+    def _room(self) -> bool:
+        """Room for one more task? The oldest finished one gives way if need be."""
         self._expire()
         if len(self._tasks) < self.max_tasks:
-            return
+            return True
         finished = next((t for t in self._tasks.values() if t.status in TERMINAL), None)
         if finished is None:
-            raise MCPError(
-                types.INTERNAL_ERROR,
-                f"too many tasks running ({self.max_tasks}, MCP_MEDIA_MCP__MAX_TASKS): "
-                "let some finish or cancel them, then call again",
-            )
+            return False
         del self._tasks[finished.id]
+        return True
 
     def _shape(self, task: Task) -> dict[str, Any]:
         shape: dict[str, Any] = {
@@ -222,27 +254,39 @@ class Tasks:
             shape["error"] = task.error
         return shape
 
-    async def _run(self, task: Task, arguments: dict[str, Any]) -> None:
+    async def _run(
+        self,
+        task: Task,
+        run: Callable[[], Awaitable[types.CallToolResult]],
+        ended: anyio.Event,
+    ) -> None:
         def submitted(handle: JobHandle) -> None:  # in the submitting thread
             task.job = handle
             task.message = f"{task.tool}: job {handle.id} {handle.status.value}"
             if task.status == "cancelled" and handle.admission is Admission.QUEUED:
                 self.gateway.cancel(handle.id)  # cancelled while it was being submitted
 
-        token = SUBMITTED.set(submitted)
+        RUNNING.set(True)
+        TASK.set(TaskWait(submitted, self.ttl))  # a job is waited for as long as the task lives
         try:
             with task.scope:
-                # The task waits for the job's end (as long as the task is kept).
-                result = await self.tools.call(task.tool, {**arguments, "wait": self.ttl})
-        except Exception as exc:  # not the tool's answer: a protocol-level failure
+                result = await run()
+        except MCPError as exc:  # the call's JSON-RPC error (an upstream's, say)
+            task.failure = exc
+            task.error = exc.error.model_dump(mode="json", by_alias=True, exclude_none=True)
+            task.end("failed", f"{task.tool}: {exc.message}"[:500])
+            return
+        except Exception as exc:  # a bug: the client still hears of it
             log.error("task %s of %s failed", task.id[:8], task.tool, exc_info=exc)
+            task.failure = MCPError(types.INTERNAL_ERROR, f"{task.tool} failed: {exc}"[:500])
             task.error = {"code": types.INTERNAL_ERROR, "message": str(exc)[:500]}
             task.end("failed", f"{task.tool} failed: {exc}"[:500])
             return
         finally:
-            SUBMITTED.reset(token)
+            ended.set()
         if task.scope.cancelled_caught or task.status == "cancelled":
             return
+        task.answer = result
         structured = result.structured_content or {}
         task.result = {
             "resultType": "complete",

@@ -12,6 +12,7 @@ import logging
 import mimetypes
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -149,8 +150,17 @@ def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-# Set by a task's call: told of the job as soon as it is submitted (its id, to cancel it).
-SUBMITTED: ContextVar[Callable[[JobHandle], None] | None] = ContextVar("submitted", default=None)
+@dataclass(frozen=True)
+class TaskWait:
+    """Set (in `TASK`) around a call an MCP task runs (workers.mcp.tasks): the task is told
+    of the job as soon as it is submitted (its id, to cancel it), and waits `wait` seconds
+    for its end, whatever the call's own `wait` says."""
+
+    submitted: Callable[[JobHandle], None]
+    wait: float
+
+
+TASK: ContextVar[TaskWait | None] = ContextVar("task", default=None)
 
 
 class ToolInputError(Exception):
@@ -242,21 +252,20 @@ class OwnTools:
         return float(wait)
 
     async def _run(self, job: JobRequest, wait: float) -> JobHandle:
-        submitted = SUBMITTED.get()
-        if submitted is None:
+        task = TASK.get()
+        if task is None:
             (handle,) = await anyio.to_thread.run_sync(self.rewriter.run, [job], wait)
             return handle
-        # A task's call (workers.mcp.tasks): told of the job as it is submitted, then waits
-        # here without holding a thread.
-        hook = submitted
+        # A task's call: told of the job as it is submitted, then waits here without
+        # holding a thread.
 
         def submit() -> JobHandle:
             (handle,) = self.rewriter.run([job], 0)
-            hook(handle)
+            task.submitted(handle)
             return handle
 
         handle = await anyio.to_thread.run_sync(submit)
-        return await self.rewriter.gateway.wait_async(handle, wait)
+        return await self.rewriter.gateway.wait_async(handle, task.wait)
 
     # tools
 
