@@ -185,6 +185,8 @@ class McpSettings(BaseModel):
     # once (finished ones give way to new ones, oldest first); each kept `task_ttl` seconds.
     max_tasks: int = Field(default=1000, ge=1)
     task_ttl: float = Field(default=3600.0, gt=0)
+    # Results held by finished tasks (speech comes inline): past this, oldest results go.
+    task_results_mb: float = Field(default=256.0, gt=0)
 
     @property
     def max_upstream_message_bytes(self) -> int:

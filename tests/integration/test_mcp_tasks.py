@@ -261,3 +261,19 @@ def _answer(client: RawClient, called: dict[str, Any]) -> dict[str, Any]:
     assert final["status"] == "completed", final
     result: dict[str, Any] = final["result"]
     return result
+
+
+def test_results_held_by_tasks_are_bounded(cluster: Cluster, tmp_path: Path) -> None:
+    """Past MCP_MEDIA_MCP__TASK_RESULTS_MB of results (here about 500 bytes: less than one),
+    the oldest finished tasks go; the newest result is kept."""
+    client = own_tools(cluster, tmp_path, "--inline", MCP_MEDIA_MCP__TASK_RESULTS_MB="0.0005")
+    try:
+        first = client.call("describe_image", {"image": _image(tmp_path, 60)})
+        assert client.poll(first["taskId"], timeout=60)[-1]["status"] == "completed"
+        second = client.call("describe_image", {"image": _image(tmp_path, 61)})
+        final = client.poll(second["taskId"], timeout=60)[-1]
+        assert "A test image." in final["result"]["content"][0]["text"]
+        gone = client.request("tasks/get", {"taskId": first["taskId"]})["error"]
+        assert gone["code"] == -32602
+    finally:
+        client.close()

@@ -12,12 +12,14 @@ same media already in flight for another caller) is only no longer waited for. C
 that do not name the extension get the tool's answer as before.
 
 Tasks live in this process: at most `max_tasks` (finished ones give way, oldest first),
-each kept `task_ttl` seconds from its creation, named by an unguessable id, and seen only
-by the session that made it: any other id is "not found".
+their results within `task_results_mb`, each kept `task_ttl` seconds from its creation,
+named by an unguessable id, and seen only by the session that made it: any other id is
+"not found".
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
@@ -76,6 +78,7 @@ class Task:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     answer: types.CallToolResult | None = None  # the call's result, once it ended
     failure: MCPError | None = None  # or its error
+    size: int = 0  # bytes of `result` as JSON
 
     def end(self, status: str, message: str | None = None) -> None:
         self.status, self.message, self.updated = status, message, time.time()
@@ -121,6 +124,7 @@ class Tasks:
         self.gateway = tools.rewriter.gateway
         self.max_tasks = limits.max_tasks
         self.ttl = limits.task_ttl
+        self.results_budget = int(limits.task_results_mb * 1024 * 1024)
         self._tasks: OrderedDict[str, Task] = OrderedDict()  # oldest first
         self._group: anyio.abc.TaskGroup | None = None
 
@@ -292,4 +296,17 @@ class Tasks:
             "resultType": "complete",
             **result.model_dump(mode="json", by_alias=True, exclude_none=True),
         }
+        task.size = len(json.dumps(task.result))
         task.end("completed", f"{task.tool}: {structured.get('status', 'done')}")
+        self._within_budget(task)
+
+    def _within_budget(self, newest: Task) -> None:
+        """Finished tasks' results within `task_results_mb`: the oldest go first (never the
+        one just finished)."""
+        held = sum(t.size for t in self._tasks.values())
+        for old in list(self._tasks.values()):
+            if held <= self.results_budget:
+                return
+            if old is not newest and old.size:
+                held -= old.size
+                del self._tasks[old.id]
