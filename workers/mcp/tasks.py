@@ -76,7 +76,8 @@ class Task:
     error: dict[str, Any] | None = None
     job: JobHandle | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    answer: types.CallToolResult | None = None  # the call's result, once it ended
+    awaited: bool = False  # its call waits for it to end within the grace
+    answer: types.CallToolResult | None = None  # then its result
     failure: MCPError | None = None  # or its error
     size: int = 0  # bytes of `result` as JSON
 
@@ -172,8 +173,10 @@ class Tasks:
         ended = anyio.Event()
         self._group.start_soon(self._run, task, run, ended)
         if name not in TASK_TOOLS:
+            task.awaited = True
             with anyio.move_on_after(GRACE_S):
                 await ended.wait()
+            task.awaited = False
             if task.answer is not None:  # quick: the answer itself, no task
                 del self._tasks[task.id]
                 return task.answer
@@ -187,7 +190,11 @@ class Tasks:
     async def get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         task = self._owned(ctx, params.task_id)
         if task.status == "working" and task.job is not None:
-            done = await anyio.to_thread.run_sync(self.gateway.progress, task.job.id)
+            try:
+                done = await anyio.to_thread.run_sync(self.gateway.progress, task.job.id)
+            except Exception as exc:  # the broker: the status says what it said before
+                log.warning("progress of job %s not read: %s", task.job.id, exc)
+                done = None
             if done is not None:
                 task.message = f"{task.tool}: job {task.job.id} running, {done:.1f} s of input done"
         return {"resultType": "complete", **self._shape(task)}
@@ -201,9 +208,13 @@ class Tasks:
         if task.status not in TERMINAL:
             task.end("cancelled", "cancelled by the client")
             job = task.job
-            if job is not None and job.admission is Admission.QUEUED:
-                await anyio.to_thread.run_sync(self.gateway.cancel, job.id)
             task.scope.cancel()
+            if job is not None and job.admission is Admission.QUEUED:
+                try:
+                    await anyio.to_thread.run_sync(self.gateway.cancel, job.id)
+                except Exception as exc:  # cooperative: acknowledged, and the status says it
+                    log.warning("job %s not asked to stop: %s", job.id, exc)
+                    task.message = f"cancelled; the job could not be asked to stop ({exc})"[:300]
         return {"resultType": "complete"}
 
     # the table
@@ -273,6 +284,12 @@ class Tasks:
         RUNNING.set(True)
         TASK.set(TaskWait(submitted, self.ttl))  # a job is waited for as long as the task lives
         try:
+            await self._call(task, run)
+        finally:
+            ended.set()
+
+    async def _call(self, task: Task, run: Callable[[], Awaitable[types.CallToolResult]]) -> None:
+        try:
             with task.scope:
                 result = await run()
         except MCPError as exc:  # the call's JSON-RPC error (an upstream's, say)
@@ -286,11 +303,10 @@ class Tasks:
             task.error = {"code": types.INTERNAL_ERROR, "message": str(exc)[:500]}
             task.end("failed", f"{task.tool} failed: {exc}"[:500])
             return
-        finally:
-            ended.set()
         if task.scope.cancelled_caught or task.status == "cancelled":
             return
-        task.answer = result
+        if task.awaited:
+            task.answer = result
         structured = result.structured_content or {}
         task.result = {
             "resultType": "complete",
