@@ -167,7 +167,10 @@ def workers_fragment(workers: list[dict[str, Any]], csrf: str) -> str:
             "last heartbeat",
         )
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return (
+        f"<div class=scroll><table><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def dead_fragment(dead: list[dict[str, Any]], csrf: str) -> str:
@@ -190,7 +193,7 @@ def dead_fragment(dead: list[dict[str, Any]], csrf: str) -> str:
         )
         rows.append(
             f'<tr data-job="{_e(job_id)}"><td>{_e(capability)}</td>'
-            f"<td><code>{_e(job_id)}</code></td><td><code>{_e(sha[:16])}…</code></td>"
+            f"<td class=job><code>{_e(job_id)}</code></td><td><code>{_e(sha[:16])}…</code></td>"
             f"<td class=reason>{_e(entry.get('reason', ''))}</td>"
             f"<td>{_e(_ago(at if isinstance(at, int | float) else None))}</td>"
             f"<td>{buttons}</td></tr>"
@@ -200,8 +203,9 @@ def dead_fragment(dead: list[dict[str, Any]], csrf: str) -> str:
         f"{_hidden(csrf, all='1')}<button type=submit class=clear-all>clear all</button></form>"
     )
     return (
-        "<table><thead><tr><th>capability</th><th>job</th><th>sha256</th><th>reason</th>"
-        f"<th>at</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>{clear_all}"
+        "<div class=scroll><table><thead><tr><th>capability</th><th>job</th><th>sha256</th>"
+        "<th>reason</th><th>at</th><th></th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>{clear_all}"
     )
 
 
