@@ -221,11 +221,11 @@ def result_item(result: dict[str, Any]) -> str:
         media = f'<img src="/page/media/{_e(sha)}" alt="cached image {_e(sha[:12])}" loading=lazy>'
         text = output.get("summary") or ""
     elif capability == "audio.transcribe":
-        media = f'<audio controls preload=none src="/page/media/{_e(sha)}"></audio>'
+        media = f'<audio controls preload=metadata src="/page/media/{_e(sha)}"></audio>'
         text = output.get("text") or output.get("note") or ""
     elif capability == "audio.synthesize" and output.get("audio_sha256"):
         spoken = str(output["audio_sha256"])
-        media = f'<audio controls preload=none src="/page/media/{_e(spoken)}"></audio>'
+        media = f'<audio controls preload=metadata src="/page/media/{_e(spoken)}"></audio>'
         text = f"spoken reply, {output.get('duration_s', '?')} s"
     reason = f"<p class=reason>{_e(meta.get('reason'))}</p>" if meta.get("reason") else ""
     return (
