@@ -43,7 +43,7 @@ def test_a_shrink_while_every_process_is_busy_says_so_and_happens_when_one_frees
     fake = speech_cluster.fake
     fake.set(mode="slow", delay=25)
     slow = {**ONE_THREAD, "MCP_MEDIA_VISION__TIMEOUT": "90"}
-    worker = speech_cluster.start_worker("vision,tts", concurrency=2, **slow)
+    worker = speech_cluster.start_worker("vision,tts", concurrency=2, wait=True, **slow)
     client = speech_cluster.client(**slow)
     store = client.store
     try:
@@ -66,7 +66,7 @@ def test_a_shrink_while_every_process_is_busy_says_so_and_happens_when_one_frees
             click(browser, f'{row} button[title="one less"]')
             said = wait_until(
                 "the page to say the shrink waits",
-                lambda: "busy" in message(browser) and message(browser),
+                lambda: message(browser) if "busy" in message(browser) else None,
             )
             assert "every process is busy" in said and "when a process frees" in said, said
             assert "Error" not in said, said
@@ -108,7 +108,7 @@ def test_a_reply_that_failed_then_succeeded_on_retry_counts_done_and_plays_its_o
     speech_cluster: Cluster, browser: Any
 ) -> None:
     capped = {**ONE_THREAD, "MCP_MEDIA_JOBS__MAX_DELIVERIES": "1"}
-    first = speech_cluster.start_worker("tts", concurrency=1, **capped)
+    first = speech_cluster.start_worker("tts", concurrency=1, wait=True, **capped)
     client = speech_cluster.client(**capped)
     store = client.store
     settings = speech_cluster.settings(**capped)
@@ -118,7 +118,7 @@ def test_a_reply_that_failed_then_succeeded_on_retry_counts_done_and_plays_its_o
         # The worker dies while it speaks; the next delivery passes the cap of one.
         wait_until("the worker to take the job", lambda: store.claimed(handle.key), every=0.01)
         first.kill()
-        speech_cluster.start_worker("tts", concurrency=1, **capped)
+        speech_cluster.start_worker("tts", concurrency=1, wait=True, **capped)
         (dead,) = client.wait([handle], timeout=180)
         assert dead.status is Status.FAILED, dead.envelope
         with serve(speech_cluster) as served:
@@ -128,7 +128,7 @@ def test_a_reply_that_failed_then_succeeded_on_retry_counts_done_and_plays_its_o
             click(browser, f'#dead tr[data-job="{handle.id}"] button.retry')
             retried = wait_until(
                 "the retried reply to end done",
-                lambda: (e := store.get(handle.key)) is not None and e.status is Status.DONE and e,
+                lambda: e if (e := store.get(handle.key)) and e.status is Status.DONE else None,
             )
             wait_until("done = 1 on the page", lambda: shows(browser, "tts", "done", 1))
             wait_until("failed = 0 on the page", lambda: shows(browser, "tts", "failed", 0))

@@ -29,9 +29,7 @@ SHRINK_RETRY = 0.5  # seconds between tries of a shrink that waits for a free pr
 def register() -> None:
     """Add our commands to Celery's control panel (global, once per worker process)."""
     control_command(name=THREADS_COMMAND, args=[("n", int)], signature="[N=1]")(resize_threads)
-    control_command(name=PROCESSES_COMMAND, args=[("n", int)], signature="[N=1]")(
-        resize_processes
-    )
+    control_command(name=PROCESSES_COMMAND, args=[("n", int)], signature="[N=1]")(resize_processes)
 
 
 def resize_threads(state: Any, n: int = 1, **_: Any) -> dict[str, Any]:
