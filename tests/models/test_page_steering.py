@@ -39,9 +39,9 @@ def test_a_shrink_while_every_process_is_busy_says_so_and_happens_when_one_frees
     speech_cluster: Cluster, browser: Any
 ) -> None:
     # A prefork worker (it serves a speech queue) whose two processes both wait on the
-    # vision provider: the fake answers each of the first two requests after 25 s.
+    # vision provider: the fake answers each of the first two requests after 40 s.
     fake = speech_cluster.fake
-    fake.set(mode="slow", delay=25)
+    fake.set(mode="slow", delay=40)
     slow = {**ONE_THREAD, "MCP_MEDIA_VISION__TIMEOUT": "90"}
     worker = speech_cluster.start_worker("vision,tts", concurrency=2, wait=True, **slow)
     client = speech_cluster.client(**slow)

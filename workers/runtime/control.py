@@ -62,6 +62,8 @@ _waiting = _Waiting()
 def resize_processes(state: Any, n: int = 1, **_: Any) -> dict[str, Any]:
     """Grow or shrink a prefork pool by one process; a shrink while every process is busy
     waits for the first to free (answered with `pending`)."""
+    if n not in (1, -1):
+        return {"error": f"a prefork pool changes by one process at a time, not {n}"}
     consumer = state.consumer
     pool = consumer.pool
     if not hasattr(pool, "shrink") or getattr(pool, "executor", None) is not None:
