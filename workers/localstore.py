@@ -57,11 +57,19 @@ class LocalStore:
     def put(self, envelope: Envelope) -> None:
         self.sidecars.write(envelope)
         with self._lock:
+            before = self._results.get(envelope.key)
             self._results[envelope.key] = envelope
             self._inflight.pop(envelope.key, None)
             if envelope.job_id:
                 self._jobs[envelope.job_id] = envelope.key
+            # Keys by the status they stand at: a failed job retried to done is done only.
             counts = self._counts.setdefault(envelope.key.capability.value, Counter())
+            if before is not None and before.status is envelope.status:
+                return
+            if before is not None and counts[before.status.value] > 0:
+                counts[before.status.value] -= 1
+                if not counts[before.status.value]:
+                    del counts[before.status.value]
             counts[envelope.status.value] += 1
 
     def admit(

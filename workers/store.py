@@ -50,6 +50,25 @@ end
 return 0
 """
 
+# Index a result and move its key's count from the status it stood at to the one it has
+# now: the counters say how many keys stand at each status, so a job that failed and then
+# succeeded on retry counts as done only. KEYS: result, counts. ARGV: envelope JSON, ttl,
+# status.
+_INDEX_COUNTED = """
+local old = redis.call('get', KEYS[1])
+redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2])
+if old then
+  local ok, was = pcall(function() return cjson.decode(old)['status'] end)
+  if ok and type(was) == 'string' then
+    if was == ARGV[3] then return 0 end
+    if tonumber(redis.call('hget', KEYS[2], was) or '0') > 0 then
+      redis.call('hincrby', KEYS[2], was, -1)
+    end
+  end
+end
+redis.call('hincrby', KEYS[2], ARGV[3], 1)
+return 1
+"""
 
 # One atomic admission for a key: answered by a done result, joined to the job in flight,
 # refused over the queue's high water, else registered (the caller then sends the message).
@@ -167,6 +186,7 @@ class RedisStore:
         self._renew = client.register_script(_RENEW)
         self._sem_acquire = client.register_script(_SEM_ACQUIRE)
         self._admit = client.register_script(_ADMIT)
+        self._index_counted = client.register_script(_INDEX_COUNTED)
 
     # finished results
 
@@ -198,18 +218,23 @@ class RedisStore:
     def put(self, envelope: Envelope) -> None:
         """Write the sidecar first (the truth), then index it and announce it."""
         self.sidecars.write(envelope)
-        self._index(envelope)
+        capability = envelope.key.capability.value
+        self._index_counted(
+            keys=[keys.result(envelope.key), keys.counts(capability)],
+            args=[json.dumps(envelope.to_json()), self.result_ttl, envelope.status.value],
+        )
+        self._index(envelope, result=False)
         pipe = self.redis.pipeline()
         pipe.delete(keys.inflight(envelope.key))
-        pipe.hincrby(keys.counts(envelope.key.capability.value), envelope.status.value, 1)
         pipe.lpush(keys.RECENT, str(envelope.key))
         pipe.ltrim(keys.RECENT, 0, RECENT_KEPT - 1)
         pipe.publish(keys.EVENTS, json.dumps(envelope.to_json()))
         pipe.execute()
 
-    def _index(self, envelope: Envelope) -> None:
+    def _index(self, envelope: Envelope, result: bool = True) -> None:
         pipe = self.redis.pipeline()
-        pipe.set(keys.result(envelope.key), json.dumps(envelope.to_json()), ex=self.result_ttl)
+        if result:
+            pipe.set(keys.result(envelope.key), json.dumps(envelope.to_json()), ex=self.result_ttl)
         pipe.set(
             keys.latest(envelope.key.capability.value, envelope.key.sha256),
             str(envelope.key),
@@ -334,7 +359,7 @@ class RedisStore:
 
     def status_counts(self, capability: str) -> dict[str, int]:
         raw = self.redis.hgetall(keys.counts(capability))
-        return {k.decode(): int(v) for k, v in raw.items()}
+        return {k.decode(): int(v) for k, v in raw.items() if int(v)}
 
     # the cluster: who serves which queue, and how much is waiting
 

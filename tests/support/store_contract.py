@@ -45,6 +45,18 @@ def check_put_get_and_sidecar_truth(make: MakeStore, tmp: Path) -> None:
     assert again.get(KEY) == got
 
 
+def check_counts_say_where_each_key_stands_after_a_retry(make: MakeStore, tmp: Path) -> None:
+    store = make(tmp)
+    store.put(envelope(status=Status.FAILED, job_id="first"))
+    store.put(envelope(OTHER, status=Status.FAILED, job_id="other"))
+    assert store.status_counts(KEY.capability.value) == {"failed": 1}
+    store.put(envelope(status=Status.DONE, job_id="retried"))  # the retry succeeded
+    assert store.status_counts(KEY.capability.value) == {"done": 1}
+    store.put(envelope(status=Status.DONE, job_id="again"))  # reprocessed: still one key
+    assert store.status_counts(KEY.capability.value) == {"done": 1}
+    assert store.status_counts(OTHER.capability.value) == {"failed": 1}
+
+
 def check_claims_are_exclusive_and_token_checked(make: MakeStore, tmp: Path) -> None:
     store = make(tmp)
     first = store.claim(KEY, ttl=30)
@@ -292,6 +304,7 @@ def check_chunk_streams_hand_output_over_in_order(make: MakeStore, tmp: Path) ->
 
 CHECKS: list[Check] = [
     check_put_get_and_sidecar_truth,
+    check_counts_say_where_each_key_stands_after_a_retry,
     check_claims_are_exclusive_and_token_checked,
     check_one_winner_among_threads,
     check_inflight_jobs_share_one_id,
