@@ -107,7 +107,7 @@ def detect_stt(folder: Path) -> Layout:
             "tokens": tokens,
         }
         return Layout("whisper", False, _need(folder, "whisper", files))
-    model = _onnx(folder, "model.onnx", "model.int8.onnx", "model*.onnx")
+    model = _onnx(folder, "model*.onnx")
     if model is not None:
         family = _sense_or_paraformer(folder, model)
         return Layout(family, False, _need(folder, family, {"model": model, "tokens": tokens}))
@@ -175,7 +175,7 @@ def detect_tts(folder: Path) -> Layout:
         files = {"model": folder / "model.onnx", "tokens": tokens}
         return Layout("vits", not espeak.is_dir(), {**_need(folder, "piper", files), **extra})
     model = _onnx(folder, "model.onnx", "*.onnx")
-    if model is None or (not json_voice and not extra and tokens is None):
+    if model is None or not (json_voice or extra):
         raise ConfigError(
             f"{folder} is no voice folder: expected a piper voice (model.onnx +"
             " model.onnx.json + tokens.txt), a Kokoro folder (model.onnx + voices.bin +"

@@ -270,7 +270,7 @@ def _brought(folder: Path) -> ModelInfo | None:
             licence="see its source",
             source=f"brought ({layout.family})",
             files=tuple(str(p.relative_to(folder)) for p in files if p.parent == folder),
-            engine=Engine.NATIVE if layout.native else Engine.SHERPA,
+            engine=(Engine.NATIVE if layout.native else Engine.SHERPA).value,
         )
     return None
 

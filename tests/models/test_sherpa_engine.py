@@ -1,0 +1,102 @@
+"""sherpa-onnx as the speech engine, on the prepared folders: the piper voice and Kokoro as
+they are (sherpa-onnx reads their files), whisper through a sherpa-layout copy of our export
+(`workers.provisioning.sherpa_whisper`); through worker processes with ENGINE=sherpa-onnx,
+every result naming the engine and the model that made it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.engines.registry import load_transcriber, load_tts, load_vad
+from pipelines.errors import ConfigError, PermanentError
+from pipelines.speech.audio import write_wav
+from pipelines.speech.config import SttConfig, TtsConfig
+from pipelines.speech.stt import transcribe
+from tests.support.cluster import Cluster
+from workers.provisioning.sherpa_whisper import export
+
+pytestmark = pytest.mark.models
+
+VOICE, WHISPER, KOKORO = "piper-en_US-joe-medium", "whisper-tiny.en", "kokoro-v1.0"
+SHERPA_WHISPER = "sherpa-onnx-whisper-tiny.en"
+
+
+@pytest.fixture(scope="module")
+def sherpa_whisper(models_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sherpa") / SHERPA_WHISPER
+    return export(models_home / "models" / WHISPER, out)
+
+
+def _words(text: str) -> list[str]:
+    return "".join(c for c in text.lower() if c.isalnum() or c.isspace()).split()
+
+
+def test_the_sherpa_layout_copy_hears_what_our_whisper_hears(
+    models_home: Path, sherpa_whisper: Path, tmp_path: Path
+) -> None:
+    models = models_home / "models"
+    voice = load_tts(TtsConfig(models / VOICE, noise_scale=0.0, noise_scale_w=0.0))
+    speech = voice.synthesize("The garden needs water every evening. We will review the budget.")
+    assert speech.samples is not None
+    clip = write_wav(tmp_path / "clip.wav", speech.samples, speech.sample_rate)
+    heard = {}
+    for folder, engine in ((models / WHISPER, "native"), (sherpa_whisper, "sherpa-onnx")):
+        config = SttConfig(folder, vad_model=models / "silero-vad", engine=engine)
+        recognizer, detector = load_transcriber(config), load_vad(config)
+        expected = "OrtWhisper" if engine == "native" else "SherpaRecognizer"
+        assert type(recognizer).__name__ == expected
+        heard[engine] = _words(transcribe(clip, recognizer, config, detector).text)
+    assert heard["sherpa-onnx"] == heard["native"]
+    assert heard["native"][:4] == ["the", "garden", "needs", "water"]
+    with pytest.raises(ConfigError, match="sherpa-onnx cannot load"):
+        load_transcriber(SttConfig(models / WHISPER, engine="sherpa-onnx"))
+
+
+def test_kokoro_through_sherpa_onnx_speaks_and_refuses_blends(
+    models_home: Path, tmp_path: Path
+) -> None:
+    models = models_home / "models"
+    tts = load_tts(TtsConfig(models / KOKORO, engine="sherpa-onnx", voice="af_bella"))
+    assert type(tts.synthesizer).__name__ == "_NoBlends"
+    speech = tts.synthesize("She parked the blue car near the bank.")
+    assert speech.samples is not None and speech.sample_rate == 24_000
+    clip = write_wav(tmp_path / "kokoro.wav", speech.samples, speech.sample_rate)
+    config = SttConfig(models / WHISPER)
+    text = transcribe(clip, load_transcriber(config), config).text
+    assert _words(text) == ["she", "parked", "the", "blue", "car", "near", "the", "bank"]
+    with pytest.raises(PermanentError, match="voice blends need the native Kokoro engine"):
+        tts.for_voice("af_bella+af_heart").synthesize("Hello there.")
+
+
+def test_speech_and_transcription_jobs_on_sherpa_onnx_name_their_engine(
+    speech_cluster: Cluster, sherpa_whisper: Path, tmp_path: Path
+) -> None:
+    sherpa = {
+        "MCP_MEDIA_TTS__ENGINE": "sherpa-onnx",
+        "MCP_MEDIA_STT__ENGINE": "sherpa-onnx",
+        "MCP_MEDIA_STT__MODEL_DIR": str(sherpa_whisper),
+    }
+    speech_cluster.env_vars.update(sherpa)
+    speech_cluster.start_worker("tts", concurrency=1)
+    speech_cluster.start_worker("stt", concurrency=1)
+    spoken = speech_cluster.cli_json(
+        "speak", "Please call the front desk after lunch.", "--format", "wav", "--wait", "120"
+    )
+    assert spoken["status"] == "done", spoken
+    assert (spoken["engine"], spoken["model"]) == ("sherpa-onnx", VOICE)
+    heard = speech_cluster.cli_json("transcribe", spoken["path"], "--wait", "120")
+    assert heard["status"] == "done", heard
+    assert _words(heard["text"]) == ["please", "call", "the", "front", "desk", "after", "lunch"]
+    assert (heard["engine"], heard["model"]) == ("sherpa-onnx", SHERPA_WHISPER)
+    sidecars = {
+        path.parent.parent.name: json.loads(path.read_text())["output"]
+        for path in (speech_cluster.home / "results").glob("*/*/*.json")
+    }
+    made = {cap: (out["engine"], out["model"]) for cap, out in sidecars.items()}
+    assert made == {
+        "audio.synthesize": ("sherpa-onnx", VOICE),
+        "audio.transcribe": ("sherpa-onnx", SHERPA_WHISPER),
+    }
