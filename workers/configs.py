@@ -15,12 +15,11 @@ from typing import Any
 
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import MediaKind, StoredBlob
-from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.results import processor_version
 from pipelines.speech.blend import BlendError, is_blend, parse_blend
 from pipelines.speech.chinese_script import SCRIPTS, split_language
 from pipelines.speech.config import SttConfig, TtsConfig
-from pipelines.speech.layout import Engine, engine_or_default
+from pipelines.speech.layout import Engine, engine_or_default, is_multilingual
 from pipelines.speech.request import FORMATS, SynthesisRequest
 from pipelines.vision import ProviderKind, VisionConfig
 from pipelines.vision import processor_version as vision_processor_version
@@ -55,13 +54,7 @@ def _stt_language(model_dir: Path, language: str) -> str:
     """The configured language, else "en" for English-only models and "" (detect) for others."""
     if language:
         return language
-    for name in ("encoder.int8.onnx", "encoder.onnx"):
-        try:
-            meta = read_onnx_metadata(model_dir / name)
-        except ConfigError:
-            continue
-        return "" if meta.get("is_multilingual", "0") != "0" else "en"
-    return "en"
+    return "" if is_multilingual(model_dir) else "en"
 
 
 def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> SttConfig:

@@ -186,6 +186,31 @@ def detect_tts(folder: Path) -> Layout:
     return Layout("vits", False, {**_need(folder, "VITS", files), **extra})
 
 
+def is_multilingual(folder: Path) -> bool:
+    """Whether a recognizer folder hears more than English: a whisper's encoder metadata
+    says; the other families take no language or detect it themselves (True). A folder
+    that cannot be read counts as English-only."""
+    try:
+        layout = detect_stt(folder)
+    except ConfigError:
+        return False
+    if layout.family != "whisper":
+        return True
+    from pipelines.onnx_metadata import read_onnx_metadata
+
+    encoder = layout.files.get("encoder")
+    if encoder is None:  # ours: the folder's encoder.int8.onnx or encoder.onnx
+        found = [
+            folder / n for n in ("encoder.int8.onnx", "encoder.onnx") if (folder / n).is_file()
+        ]
+        encoder = found[0] if found else None
+    try:
+        meta = read_onnx_metadata(encoder) if encoder is not None else {}
+    except ConfigError:
+        return False
+    return meta.get("is_multilingual", "0") != "0"
+
+
 def choose_engine(requested: str, layout: Layout) -> Engine:
     """The engine for a folder: `auto` by its layout; a forced engine the folder does not
     fit is refused with why."""

@@ -9,7 +9,7 @@ import pytest
 
 from pipelines.errors import ConfigError
 from pipelines.speech.layout import Engine, choose_engine, detect_stt, detect_tts, stt_engine
-from workers.configs import stt_version, tts_version
+from workers.configs import stt_config, stt_version, tts_version
 from workers.provisioning.models import list_models
 from workers.settings import Settings
 
@@ -193,3 +193,14 @@ def test_models_list_shows_each_folders_engine_and_folders_users_bring(tmp_path:
         "sherpa-onnx",
         "brought (vits)",
     )
+
+
+def test_a_sherpa_recognizer_other_than_whisper_detects_its_language(tmp_path: Path) -> None:
+    sense = folder(tmp_path, "sherpa-onnx-sense-voice-zh-en", "model.int8.onnx", "tokens.txt")
+    whisper = folder(tmp_path, "sherpa-onnx-whisper-x", "x-encoder.onnx", "x-decoder.onnx",
+                     "x-tokens.txt")  # fmt: skip
+    env = {"MCP_MEDIA_HOME": str(tmp_path)}
+    for model, language in ((sense, ""), (whisper, "en")):  # an unreadable whisper: English
+        settings = Settings.from_env({**env, "MCP_MEDIA_STT__MODEL_DIR": str(model)})
+        assert stt_config(settings).language == language
+        assert stt_config(settings).engine == "auto"
