@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from pipelines.speech.audio import write_wav
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import transcribe
 from tests.support.cluster import Cluster
+from tests.support.serve import speech_door
 from workers.provisioning.sherpa_whisper import export
 
 pytestmark = pytest.mark.models
@@ -100,3 +102,26 @@ def test_speech_and_transcription_jobs_on_sherpa_onnx_name_their_engine(
         "audio.synthesize": ("sherpa-onnx", VOICE),
         "audio.transcribe": ("sherpa-onnx", SHERPA_WHISPER),
     }
+
+
+def test_the_http_door_names_the_engine_and_model_of_each_answer(
+    tmp_path: Path, broker: Any, models_home: Path, sherpa_whisper: Path
+) -> None:
+    sherpa = {
+        "MCP_MEDIA_TTS__ENGINE": "sherpa-onnx",
+        "MCP_MEDIA_STT__MODEL_DIR": str(sherpa_whisper),  # auto: sherpa-onnx by its layout
+    }
+    workers = {"stt": 1, "tts": 1}
+    with speech_door(tmp_path / "home", broker, models_home, workers, **sherpa) as door:
+        _, _, api = door
+        speech = api.audio.speech.with_raw_response.create(
+            model="tts-1", voice=VOICE, input="The report is ready.", response_format="wav"
+        )
+        assert speech.headers["x-mcp-media-engine"] == "sherpa-onnx"
+        assert speech.headers["x-mcp-media-model"] == VOICE
+        text = api.audio.transcriptions.with_raw_response.create(
+            model="whisper-1", file=("r.wav", speech.content), response_format="verbose_json"
+        )
+        assert text.headers["x-mcp-media-engine"] == "sherpa-onnx"
+        assert text.headers["x-mcp-media-model"] == SHERPA_WHISPER
+        assert _words(text.parse().text) == ["the", "report", "is", "ready"]
