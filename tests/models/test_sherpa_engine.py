@@ -6,17 +6,20 @@ every result naming the engine and the model that made it."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import Client, StdioServerParameters
 
 from pipelines.engines.registry import load_transcriber, load_tts, load_vad
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.speech.audio import write_wav
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import transcribe
-from tests.support.cluster import Cluster
+from tests.support.cluster import ROOT, Cluster
 from tests.support.serve import speech_door
 from workers.provisioning.sherpa_whisper import export
 
@@ -102,6 +105,31 @@ def test_speech_and_transcription_jobs_on_sherpa_onnx_name_their_engine(
         "audio.synthesize": ("sherpa-onnx", VOICE),
         "audio.transcribe": ("sherpa-onnx", SHERPA_WHISPER),
     }
+    structured = anyio.run(_mcp_calls, speech_cluster, spoken["sha256"])
+    assert [(r["engine"], r["model"]) for r in structured] == [
+        ("sherpa-onnx", VOICE),
+        ("sherpa-onnx", SHERPA_WHISPER),
+    ]
+
+
+async def _mcp_calls(cluster: Cluster, sha256: str) -> list[dict[str, Any]]:
+    """`speak` and `transcribe_audio` through `mcp-media mcp` and the real SDK client."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "workers.cli.main", "mcp"],
+        env=cluster.env(PYTHONPATH=str(ROOT)),
+        cwd=str(ROOT),
+    )
+    out = []
+    async with Client(params, read_timeout_seconds=120) as client:
+        for tool, arguments in (
+            ("speak", {"text": "Please call the front desk after lunch.", "wait": 60}),
+            ("transcribe_audio", {"audio": sha256, "wait": 60}),
+        ):
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=120)
+            assert not result.is_error and result.structured_content is not None, result
+            out.append(dict(result.structured_content))
+    return out
 
 
 def test_the_http_door_names_the_engine_and_model_of_each_answer(
