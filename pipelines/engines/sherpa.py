@@ -16,8 +16,7 @@ import numpy as np
 import sherpa_onnx
 from numpy.typing import NDArray
 
-from pipelines.onnx_metadata import read_onnx_metadata
-from pipelines.speech.layout import Layout
+from pipelines.speech.layout import Layout, is_multilingual
 from pipelines.speech.transcript import Segment
 
 Samples = NDArray[np.float32]
@@ -68,7 +67,8 @@ class SherpaRecognizer:
         self, layout: Layout, threads: int = 1, language: str = "", task: str = "transcribe"
     ) -> None:
         self.family = layout.family
-        self.multilingual = layout.family != "whisper" or _multilingual(layout.file("encoder"))
+        folder = next(iter(layout.files.values())).parent
+        self.multilingual = is_multilingual(folder)
         self._language = language if self.multilingual else "en"
         self._task = task
         self._threads = threads
@@ -100,11 +100,6 @@ class SherpaRecognizer:
         times = list(getattr(result, "timestamps", None) or ())
         start = float(times[0]) if times else 0.0
         return str(result.text).strip(), heard or language, start
-
-
-def _multilingual(encoder: str) -> bool:
-    meta = read_onnx_metadata(Path(encoder))
-    return meta.get("is_multilingual", "0") != "0"
 
 
 class SherpaSileroVad:
