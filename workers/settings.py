@@ -93,6 +93,9 @@ class VisionSettings(BaseModel):
 
 class SpeechSettings(BaseModel):
     model_dir: Path | None = None  # default: <home>/models/<default model>
+    # auto: by the model folder's layout (ours: native; sherpa-onnx's release folders:
+    # sherpa-onnx); native: our onnxruntime engines; sherpa-onnx: sherpa-onnx's.
+    engine: Literal["auto", "native", "sherpa-onnx"] = "auto"
     threads: int = Field(default=1, ge=1)
     concurrency: int | None = Field(default=None, ge=1)  # default: cores // threads
 

@@ -40,6 +40,8 @@ class SttConfig:
     # Real silence appended to audio recognised in one pass: with only 3 s of padding a
     # short clip's last words were sometimes lost (measured on the round-trip sentences).
     single_pass_silence_s: float = 2.0
+    # auto (by the folder's layout), native (our onnxruntime engines) or sherpa-onnx.
+    engine: str = "auto"
 
     @property
     def limits(self) -> DecodeLimits:
@@ -63,3 +65,4 @@ class TtsConfig:
     max_chars: int = DEFAULT_MAX_CHARS
     sentence_chars: int = DEFAULT_SENTENCE_CHARS
     sentence_pause_s: float = 0.25
+    engine: str = "auto"  # auto (by the folder's layout), native or sherpa-onnx

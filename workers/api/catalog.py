@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.onnx_metadata import read_onnx_metadata
+from pipelines.speech.layout import is_multilingual
 from workers.api.errors import ApiError
 from workers.configs import stt_config
 from workers.settings import Settings
@@ -38,13 +38,7 @@ class SttModel:
 
 @functools.lru_cache(maxsize=8)
 def _multilingual(model_dir: Path) -> bool:
-    for name in ("encoder.int8.onnx", "encoder.onnx"):
-        if (model_dir / name).is_file():
-            try:
-                return read_onnx_metadata(model_dir / name).get("is_multilingual", "0") != "0"
-            except Exception:  # unreadable: the worker's probe says why
-                return False
-    return False
+    return is_multilingual(model_dir)
 
 
 def stt_model(settings: Settings) -> SttModel:

@@ -27,6 +27,7 @@ from workers.api import jobs
 from workers.api.catalog import stt_model
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
+from workers.api.models import made_by
 from workers.api.relay import Relay
 from workers.api.uploads import Form, read_form
 
@@ -186,10 +187,16 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
                 return StreamingResponse(_live(ctx, relay, first), media_type="text/event-stream")
             job = replace(job, handle=replace(job.handle, envelope=finished))
         envelope = await jobs.wait(ctx, job)
-        transcript = Transcript.from_dict(jobs.check_done(envelope, job.handle.id))
+        output = jobs.check_done(envelope, job.handle.id)
+        transcript = Transcript.from_dict(output)
         if stream:
-            return StreamingResponse(_events(transcript), media_type="text/event-stream")
-        return _answer(transcript, form.get("response_format") or "json", task)
+            answer: Response = StreamingResponse(
+                _events(transcript), media_type="text/event-stream"
+            )
+        else:
+            answer = _answer(transcript, form.get("response_format") or "json", task)
+        answer.headers.update(made_by(output))
+        return answer
 
     async def transcriptions(request: Request) -> Response:
         return await run(request, "transcribe")

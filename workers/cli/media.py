@@ -88,6 +88,8 @@ def _transcript_json(handle: Any) -> dict[str, Any]:
         ],
         "language": out.get("language"),
         "duration_s": out.get("duration_s"),
+        "engine": out.get("engine"),
+        "model": out.get("model"),
         "status": handle.status.value,
         "id": handle.id,
         "reason": handle.envelope.reason if handle.envelope is not None else None,
@@ -168,6 +170,8 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
         "media_tag": media_tag,
         "status": handle.status.value,
         "sha256": out.get("audio_sha256"),
+        "engine": out.get("engine"),
+        "model": out.get("model"),
     }
     if args.json:
         row["id"] = handle.id
