@@ -38,7 +38,7 @@ def test_up_starts_with_whisper_base_and_a_chinese_voice(speech_cluster: Cluster
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 300  # a condition to wait for, not a timing assertion
+        deadline = time.monotonic() + 240  # a condition to wait for, not a timing assertion
         ready = None
         while time.monotonic() < deadline and proc.poll() is None:
             with contextlib.suppress(httpx2.TransportError):
