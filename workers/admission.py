@@ -4,8 +4,9 @@ instead of timing out.
 
 The wait is estimated from the work ahead of the job in its queue (admitted jobs no worker
 has started, plus the jobs running, at most one per slot), the slots of the live workers
-serving the queue, and the measured mean service time of the queue's jobs (a moving average
-of the `elapsed_ms` of done jobs, kept beside the queue's admission state). The Redis
+serving the queue, and the measured mean service time of the queue's jobs (a moving average of
+the time each done job held its slot, from its start to its result, kept beside the queue's
+admission state). The Redis
 store computes the same in its admission script, so a burst of submitters cannot all pass
 one estimate; this module holds the rule and the in-memory twin's arithmetic.
 """

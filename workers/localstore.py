@@ -76,11 +76,12 @@ class LocalStore:
                     del counts[before.status.value]
             counts[envelope.status.value] += 1
             queue = CAPABILITIES[envelope.key.capability].queue
-            if envelope.job_id:
-                self._running.get(queue, {}).pop(envelope.job_id, None)
-            if envelope.status is Status.DONE and envelope.elapsed_ms > 0:
+            expiry = self._running.get(queue, {}).pop(envelope.job_id or "", None)
+            seconds = envelope.elapsed_ms / 1000
+            if expiry is not None:  # its slot's time, from its start (`RedisStore.put`)
+                seconds = max(seconds, self._clock() - (expiry - RUNNING_TTL))
+            if envelope.status is Status.DONE and seconds > 0:
                 mean, samples = self._service.get(queue, (0.0, 0))
-                seconds = envelope.elapsed_ms / 1000
                 self._service[queue] = (next_mean(mean, samples, seconds), samples + 1)
 
     def admit(

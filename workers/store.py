@@ -110,15 +110,28 @@ redis.call('set', KEYS[3], ARGV[5], 'EX', ARGV[6])
 redis.call('zadd', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[2]), ARGV[1])
 return {'queued', ARGV[1]}
 """
-# One more done job's service time into its queue's moving mean (`workers.admission`).
-# KEYS: service.  ARGV: seconds, newest job's least weight, ttl.
-_SERVICE = """
-local n = tonumber(redis.call('hget', KEYS[1], 'n') or '0')
-local mean = tonumber(redis.call('hget', KEYS[1], 'mean') or '0')
-local weight = math.max(1 / (n + 1), tonumber(ARGV[2]))
-mean = mean + weight * (tonumber(ARGV[1]) - mean)
-redis.call('hset', KEYS[1], 'mean', tostring(mean), 'n', tostring(n + 1))
-redis.call('expire', KEYS[1], ARGV[3])
+# A job's result is put: it leaves the running set and, done, its service time (from its
+# start in the running set to now: everything its slot spent on it, not only the stage's
+# `elapsed_ms`, which is the floor) moves its queue's mean (`workers.admission`).
+# KEYS: running, service.  ARGV: job id, elapsed seconds, done (1/0), newest job's least
+# weight, running-set ttl, service ttl.
+_FINISHED = """
+local score = redis.call('zscore', KEYS[1], ARGV[1])
+redis.call('zrem', KEYS[1], ARGV[1])
+if ARGV[3] ~= '1' then return 0 end
+local seconds = tonumber(ARGV[2])
+if score then
+  local t = redis.call('time')
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  seconds = math.max(seconds, now - (tonumber(score) - tonumber(ARGV[5])))
+end
+if seconds <= 0 then return 0 end
+local n = tonumber(redis.call('hget', KEYS[2], 'n') or '0')
+local mean = tonumber(redis.call('hget', KEYS[2], 'mean') or '0')
+local weight = math.max(1 / (n + 1), tonumber(ARGV[4]))
+mean = mean + weight * (seconds - mean)
+redis.call('hset', KEYS[2], 'mean', tostring(mean), 'n', tostring(n + 1))
+redis.call('expire', KEYS[2], ARGV[6])
 return 1
 """
 
@@ -224,7 +237,7 @@ class RedisStore:
         self._sem_acquire = client.register_script(_SEM_ACQUIRE)
         self._admit = client.register_script(_ADMIT)
         self._index_counted = client.register_script(_INDEX_COUNTED)
-        self._service = client.register_script(_SERVICE)
+        self._finished = client.register_script(_FINISHED)
 
     # finished results
 
@@ -268,14 +281,18 @@ class RedisStore:
         pipe.ltrim(keys.RECENT, 0, RECENT_KEPT - 1)
         pipe.publish(keys.EVENTS, json.dumps(envelope.to_json()))
         queue = CAPABILITIES[envelope.key.capability].queue
-        if envelope.job_id:
-            pipe.zrem(keys.running(queue), envelope.job_id)
-        if envelope.status is Status.DONE and envelope.elapsed_ms > 0:
-            self._service(
-                keys=[keys.service(queue)],
-                args=[envelope.elapsed_ms / 1000, SERVICE_WEIGHT, self.result_ttl],
-                client=pipe,
-            )
+        self._finished(
+            keys=[keys.running(queue), keys.service(queue)],
+            args=[
+                envelope.job_id or "",
+                envelope.elapsed_ms / 1000,
+                int(envelope.status is Status.DONE),
+                SERVICE_WEIGHT,
+                RUNNING_TTL,
+                self.result_ttl,
+            ],
+            client=pipe,
+        )
         pipe.execute()
 
     def _index(self, envelope: Envelope, result: bool = True) -> None:

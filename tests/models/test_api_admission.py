@@ -85,29 +85,32 @@ def test_a_burst_past_the_wait_is_refused_with_retry_after_and_nothing_is_lost(
             t.join(timeout=WAIT + MARGIN + 60)
         assert len(answers) == len(sent)
         refused = {n: a for n, a in answers.items() if isinstance(a, openai.RateLimitError)}
-        timed_out = {n: a for n, a in answers.items() if isinstance(a, openai.APIStatusError)}
-        timed_out = {n: a for n, a in timed_out.items() if a.status_code == 504}
+        timed_out = {
+            n: a
+            for n, a in answers.items()
+            if isinstance(a, openai.APIStatusError) and a.status_code == 504
+        }
         done = {n: a for n, a in answers.items() if isinstance(a, str)}
         # every request was answered: a transcript, a 429, or a 504 naming its job
         assert len(refused) + len(timed_out) + len(done) == len(sent), answers
         assert refused, "a burst past the wait bound must be refused in part"
-        for error in refused.values():
-            assert error.code == "rate_limit_exceeded"
-            assert error.body is not None and "retry in" in str(error.message)
-            assert int(error.response.headers["retry-after"]) >= 1
+        for refusal in refused.values():
+            assert refusal.code == "rate_limit_exceeded"
+            assert refusal.body is not None and "retry in" in str(refusal.message)
+            assert int(refusal.response.headers["retry-after"]) >= 1
         assert all(n in done for n in range(BURST, len(sent)))  # answered content: never refused
         assert done and all(heard(TEXT, text) >= 0.8 for text in done.values())
         # a 504 is not a lost job: its result arrives under the id it names
-        client_ = speech_cluster.client()
+        gateway = speech_cluster.client()
         try:
-            for error in timed_out.values():
-                job_id = error.response.headers["x-job-id"]
+            for late in timed_out.values():
+                job_id = late.response.headers["x-job-id"]
                 deadline = time.monotonic() + 120  # a condition to wait for, not a timing
-                while time.monotonic() < deadline and client_.result(job_id)[2] is None:
+                while time.monotonic() < deadline and gateway.result(job_id)[2] is None:
                     time.sleep(0.5)
-                assert client_.result(job_id)[2] is not None
+                assert gateway.result(job_id)[2] is not None
         finally:
-            client_.close()
+            gateway.close()
         # a refused request retried once the burst has drained is served
         first = min(refused)
         assert heard(TEXT, send(sent[first])) >= 0.8
