@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 
-from bench import api, ingest, jobs, mcp, nodes, quality, results, speech, text
+from bench import admission, api, ingest, jobs, mcp, nodes, quality, results, speech, text
 
 SUITES = {
     "ingest": ingest.run,
@@ -20,6 +20,7 @@ SUITES = {
     "mcp": mcp.run,
     "text": text.run,
     "api": api.run,
+    "admission": admission.run,
     "quality": quality.run,
 }
 

@@ -149,7 +149,9 @@ class ApiSettings(BaseModel):
     # loopback only; a non-loopback address is refused without one.
     key: SecretStr = SecretStr("")
     max_upload_mb: float = Field(default=25.0, gt=0)
-    wait: float = Field(default=300.0, gt=0)  # seconds a request waits for its job (then 504)
+    # Seconds a request waits for its job (then 504); a new job expected to finish later, by
+    # the work ahead of it, is refused at once (429 rate_limit_exceeded with Retry-After).
+    wait: float = Field(default=300.0, gt=0)
     retry_after: int = Field(default=5, ge=1)  # the Retry-After of a 429 (queue over high water)
     # OpenAI voice names (alloy, echo, ...) -> prepared voices; unnamed ones: tts.voice when
     # it speaks English, else the first English voice prepared.
