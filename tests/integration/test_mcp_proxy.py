@@ -460,7 +460,6 @@ def test_back_off_grows_while_every_call_crashes_and_resets_after_a_success(
     spec = UpstreamSpec(name="up", command=UPSTREAM[0], args=tuple(UPSTREAM[1:]), cwd=str(ROOT))
     settings = cluster.settings()
     proxy = build_proxy(settings, [spec], DoorOptions(inline=True), InlineGateway(settings))
-    upstream = proxy.upstreams["up"]
 
     async def scenario() -> None:
         async with anyio.create_task_group() as tasks:
@@ -472,6 +471,8 @@ def test_back_off_grows_while_every_call_crashes_and_resets_after_a_success(
                 # This call first waits for the crashed session to be torn down (its delay
                 # recorded), then for the back-off, then it succeeds.
                 assert texts(await client.call_tool("who", {})) == ["upstream"]
+                (peer,) = proxy.peers()  # this client's own upstream sessions
+                upstream = peer.upstreams["up"]
                 assert list(upstream.retry_delays) == [0.5, 1.0]
                 assert (await client.call_tool("crash", {})).is_error
                 assert texts(await client.call_tool("who", {})) == ["upstream"]
