@@ -50,15 +50,13 @@ async def stop_on_signals(proxy: Proxy) -> None:
 
 async def _serve_stdio(proxy: Proxy) -> None:
     """Until stdin closes or a signal comes; then every upstream is stopped (and its
-    process reaped) before this returns."""
+    process reaped) before this returns. Signals are heard while the upstreams stop too."""
     async with anyio.create_task_group() as tasks:
         await proxy.run_upstreams(tasks)
+        tasks.start_soon(stop_on_signals, proxy)
         try:
-            async with anyio.create_task_group() as serving:
-                serving.start_soon(stop_on_signals, proxy)
-                async with checked_stdio_server() as (read, write):
-                    await proxy.server.run(read, write, proxy.initialization_options())
-                serving.cancel_scope.cancel()
+            async with checked_stdio_server() as (read, write):
+                await proxy.server.run(read, write, proxy.initialization_options())
         finally:
             await proxy.close()
             tasks.cancel_scope.cancel()
