@@ -307,7 +307,10 @@ def test_a_signal_stops_the_upstream_before_the_proxy_exits(cluster: Cluster, si
 
 
 def test_two_http_clients_have_their_own_upstream_sessions(cluster: Cluster) -> None:
+    """Each HTTP session gets its own upstream process and session: B cannot list or read
+    what A's session made, sampling asks A only, and A's upstream stops when A leaves."""
     data = "data:text/plain;base64,aGVsbG8gZnJvbSBB"
+    mark = uuid.uuid4().hex
 
     async def scenario(url: str, token: str) -> None:
         def http() -> httpx2.AsyncClient:
@@ -315,27 +318,34 @@ def test_two_http_clients_have_their_own_upstream_sessions(cluster: Cluster) -> 
 
         a_seen, b_seen = Seen(), Seen()
         async with (
-            http() as ha,
             http() as hb,
-            a_seen.client(streamable_http_client(url, http_client=ha)) as a,
             b_seen.client(streamable_http_client(url, http_client=hb)) as b,
         ):
-            assert a.session.server_capabilities is not None
-            tools = a.session.server_capabilities.tools
-            assert tools is not None and tools.list_changed  # as over stdio
-            made = await a.call_tool(
-                "gzip-file-as-resource", {"name": "a-secret.txt.gz", "data": data}
-            )
-            (link,) = [b for b in made.content if isinstance(b, types.ResourceLink)]
-            a_uris = {str(r.uri) for r in (await a.list_resources()).resources}
-            b_uris = {str(r.uri) for r in (await b.list_resources()).resources}
-            assert str(link.uri) in a_uris and str(link.uri) not in b_uris
-            assert (await a.read_resource(str(link.uri))).contents
-            with pytest.raises(Exception):  # noqa: B017 - the upstream's own error
-                await b.read_resource(str(link.uri))
-            sampled = await a.call_tool("trigger-sampling-request", {"prompt": "over http"})
-            assert "sampled by the client" in texts(sampled)[0]
-            assert a_seen.sampled and not b_seen.sampled
+            async with (
+                http() as ha,
+                a_seen.client(streamable_http_client(url, http_client=ha)) as a,
+            ):
+                assert a.session.server_capabilities is not None
+                tools = a.session.server_capabilities.tools
+                assert tools is not None and tools.list_changed  # as over stdio
+                made = await a.call_tool(
+                    "gzip-file-as-resource", {"name": "a-secret.txt.gz", "data": data}
+                )
+                (link,) = [b for b in made.content if isinstance(b, types.ResourceLink)]
+                a_uris = {str(r.uri) for r in (await a.list_resources()).resources}
+                b_uris = {str(r.uri) for r in (await b.list_resources()).resources}
+                assert str(link.uri) in a_uris and str(link.uri) not in b_uris
+                assert (await a.read_resource(str(link.uri))).contents
+                with pytest.raises(Exception):  # noqa: B017 - the upstream's own error
+                    await b.read_resource(str(link.uri))
+                sampled = await a.call_tool("trigger-sampling-request", {"prompt": "over http"})
+                assert "sampled by the client" in texts(sampled)[0]
+                assert a_seen.sampled and not b_seen.sampled
+                assert len(_pids_marked(mark)) == 2
+            with anyio.fail_after(60):  # A ended its session: a guard against a hang
+                while len(_pids_marked(mark)) != 1:
+                    await anyio.sleep(0.1)
+            assert (await b.list_tools()).tools  # B's own session still serves
 
-    with mcp_door(cluster, "proxy", "--", *UPSTREAM_EVERYTHING) as (url, token):
-        anyio.run(scenario, url, token)
+    with mcp_door(cluster, "proxy", "--", *UPSTREAM_EVERYTHING, UPSTREAM_MARK=mark) as door:
+        anyio.run(scenario, *door)
