@@ -48,6 +48,7 @@ class Seen:
         self.notifications: list[Any] = []
         self.logs: list[types.LoggingMessageNotificationParams] = []
         self.sampled: list[types.CreateMessageRequestParams] = []
+        self.elicited: list[Any] = []
 
     async def message(self, message: Any) -> None:
         if not isinstance(message, Exception):
@@ -65,6 +66,7 @@ class Seen:
         return types.CreateMessageResult(role="assistant", content=reply, model="test-model")
 
     async def elicitation(self, ctx: Any, params: Any) -> types.ElicitResult:
+        self.elicited.append(params)
         return types.ElicitResult(action="decline")
 
     async def roots(self, ctx: Any) -> types.ListRootsResult:
@@ -157,6 +159,11 @@ def test_same_tools_as_direct_and_sampling_roots_logging_pass_through(cluster: C
             assert "file:///srv/project" in texts(rooted)[0]
             declined = await client.call_tool("trigger-elicitation-request", {})
             assert "decline" in " ".join(texts(declined)).lower()
+            opened = {"url": "https://example.org/consent", "elicitationId": "e-1"}
+            await client.call_tool("trigger-url-elicitation", opened)
+            form, url = seen.elicited
+            assert isinstance(form, types.ElicitRequestFormParams)
+            assert isinstance(url, types.ElicitRequestURLParams) and url.elicitation_id == "e-1"
             await client.set_logging_level("debug")
             await client.call_tool("toggle-simulated-logging", {})
             with anyio.fail_after(60):  # a guard against a hang, not a measure

@@ -123,7 +123,23 @@ class Peer:
         return await self._ask("sampling/createMessage", params, shape)
 
     async def _elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
+        # The SDK's client declares both modes; the client behind us may take only one.
+        mode = "url" if isinstance(params, types.ElicitRequestURLParams) else "form"
+        if not self._takes_elicitation(mode):
+            return types.ErrorData(
+                code=types.INVALID_PARAMS,
+                message=f"the client did not declare {mode} elicitation",
+            )
         return await self._ask("elicitation/create", params, types.ElicitResult)
+
+    def _takes_elicitation(self, mode: str) -> bool:
+        declared = self.connection.client_capabilities if self.connection else None
+        elicitation = declared.elicitation if declared else None
+        if elicitation is None:
+            return False
+        if elicitation.form is None and elicitation.url is None:
+            return mode == "form"  # an empty declaration means form (the spec's default)
+        return (elicitation.url if mode == "url" else elicitation.form) is not None
 
     async def _roots(self, context: Any) -> Any:
         return await self._ask("roots/list", None, types.ListRootsResult)
