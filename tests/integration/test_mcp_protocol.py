@@ -24,7 +24,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.conftest import ROOT, Cluster
-from tests.integration.test_mcp_http import mcp_door
+from tests.integration.test_mcp_http import INITIALIZE, mcp_door
 from tests.integration.test_mcp_proxy import UPSTREAM, texts
 
 pytestmark = [
@@ -282,18 +282,8 @@ def test_a_signal_stops_the_upstream_before_the_proxy_exits(cluster: Cluster, si
         stderr=subprocess.DEVNULL,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
     for message in (
-        hello,
+        INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ):
