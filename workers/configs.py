@@ -139,6 +139,7 @@ def tts_config(settings: Settings, voice: str | None = None) -> TtsConfig:
         max_chars=ts.max_chars,
         noise_scale=ts.noise_scale,
         noise_scale_w=ts.noise_scale_w,
+        first_chunk_words=ts.first_chunk_words,
     )
 
 
@@ -249,6 +250,8 @@ def tts_version(settings: Settings, params: Mapping[str, Any] | None = None) -> 
         config.noise_scale,
         config.noise_scale_w,
         config.sentence_pause_s,
+        # Set, it changes every voice's output; unset (the engine's own), keys do not move.
+        *(() if config.first_chunk_words is None else (config.first_chunk_words,)),
     )
 
 
