@@ -13,7 +13,7 @@ from pipelines.speech.chunks import Chunk, plan, split_head
 from pipelines.speech.text import prepare
 from pipelines.speech.text_zh import prepare_zh
 from workers.configs import tts_config, tts_version
-from workers.settings import Settings
+from workers.settings import Settings, TtsSettings
 
 pytestmark = pytest.mark.unit
 
@@ -85,9 +85,9 @@ def test_a_first_piece_setting_is_part_of_the_tts_version(tmp_path: Path) -> Non
     unset = Settings(home=tmp_path)
     assert unset.tts.first_chunk_words is None
     assert tts_config(unset).first_chunk_words is None
-    five = Settings(home=tmp_path, tts={"first_chunk_words": 5})
+    five = Settings(home=tmp_path, tts=TtsSettings(first_chunk_words=5))
     assert tts_config(five).first_chunk_words == 5
-    whole = Settings(home=tmp_path, tts={"first_chunk_words": 0})
+    whole = Settings(home=tmp_path, tts=TtsSettings(first_chunk_words=0))
     versions = {tts_version(unset), tts_version(five), tts_version(whole)}
     assert len(versions) == 3
 
