@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from pipelines.speech.audio import write_wav
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import transcribe
 from pipelines.speech.tts import VoiceError
-from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door
+from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door, speech_events
 from workers.provisioning.models import ModelInfo, prepare
 
 pytestmark = pytest.mark.models
@@ -155,17 +154,8 @@ def test_a_streamed_kokoro_reply_opens_with_a_short_piece_of_its_own(
     served, _api = voices_api
     body = {"model": "kokoro-v1.0", "voice": "af_heart", "input": REPORT,
             "stream_format": "sse", "response_format": "pcm"}  # fmt: skip
-    deltas: list[bytes] = []
-    with httpx2.stream(
-        "POST", f"{served.url}/v1/audio/speech", json=body, timeout=300,
-        headers={"Authorization": f"Bearer {served.key}"},
-    ) as response:  # fmt: skip
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                event = json.loads(line[6:])
-                if event["type"] == "speech.audio.delta":
-                    deltas.append(base64.b64decode(event["audio"]))
+    events = speech_events(served, body)
+    deltas = [base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta"]
     seconds = [len(d) / 2 / 24_000 for d in deltas]  # 24 kHz s16le
     assert len(deltas) >= 3, seconds  # the opening words, the rest of the sentence, the next
     assert 0.5 < seconds[0] < 2.5, seconds
