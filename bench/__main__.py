@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 
-from bench import admission, api, ingest, jobs, mcp, nodes, quality, results, speech, text
+from bench import admission, api, ingest, jobs, kokoro, mcp, nodes, quality, results, speech, text
 
 SUITES = {
     "ingest": ingest.run,
@@ -22,6 +22,7 @@ SUITES = {
     "api": api.run,
     "admission": admission.run,
     "quality": quality.run,
+    "kokoro": kokoro.run,
 }
 
 

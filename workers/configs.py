@@ -135,6 +135,7 @@ def tts_config(settings: Settings, voice: str | None = None) -> TtsConfig:
         noise_scale=ts.noise_scale,
         noise_scale_w=ts.noise_scale_w,
         engine=ts.engine,
+        first_chunk_words=ts.first_chunk_words,
     )
 
 
@@ -261,6 +262,8 @@ def tts_version(settings: Settings, params: Mapping[str, Any] | None = None) -> 
         config.noise_scale_w,
         config.sentence_pause_s,
         *_engine_part(config),
+        # Set, it changes every voice's output; unset (the engine's own), keys do not move.
+        *(() if config.first_chunk_words is None else (config.first_chunk_words,)),
     )
 
 

@@ -153,6 +153,9 @@ class TtsSettings(SpeechSettings):
     format: Literal["ogg", "wav"] = "ogg"
     noise_scale: float = Field(default=0.667, ge=0)  # 0 and 0: deterministic output
     noise_scale_w: float = Field(default=0.8, ge=0)
+    # The first sentence's opening clause or this many words spoken alone, for a fast first
+    # audio; 0: the first sentence whole; unset: 4 for Kokoro voices, 0 for piper voices.
+    first_chunk_words: int | None = Field(default=None, ge=0, le=50)
 
 
 class JobSettings(BaseModel):

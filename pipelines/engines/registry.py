@@ -14,6 +14,7 @@ from dataclasses import replace
 from pipelines.errors import ConfigError, Skipped
 from pipelines.speech.blend import is_blend
 from pipelines.speech.chinese_script import AS_IS, check_script
+from pipelines.speech.chunks import KOKORO_FIRST_WORDS
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.layout import Engine, choose_engine, detect_stt, detect_tts
 from pipelines.speech.stt import WHISPER_RATE, Transcriber
@@ -165,8 +166,13 @@ def _load_kokoro(config: TtsConfig, phonemizer: Phonemizer | None) -> TextToSpee
         files.style_dim,
         threads=config.threads,
     )
+    first = KOKORO_FIRST_WORDS if config.first_chunk_words is None else config.first_chunk_words
     config = replace(
-        config, voice=chosen.name, speaker_id=chosen.speaker_id, language=chosen.language
+        config,
+        voice=chosen.name,
+        speaker_id=chosen.speaker_id,
+        language=chosen.language,
+        first_chunk_words=first,
     )
     tts = TextToSpeech(
         synthesizer, phonemizer or voices.phonemizer(chosen.language), config, voices

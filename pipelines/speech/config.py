@@ -66,3 +66,7 @@ class TtsConfig:
     sentence_chars: int = DEFAULT_SENTENCE_CHARS
     sentence_pause_s: float = 0.25
     engine: str = "auto"  # auto (by the folder's layout), native or sherpa-onnx
+    # The first sentence's opening clause, or this many words, is spoken alone (the first
+    # audio waits for it only); 0: the first sentence whole; None: the engine's own (Kokoro
+    # `chunks.KOKORO_FIRST_WORDS`; piper 0: its first sentence takes a tenth of a second).
+    first_chunk_words: int | None = None
