@@ -34,22 +34,26 @@ STT_ALIAS = "whisper-1"
 class SttModel:
     id: str
     multilingual: bool
+    word_timestamps: bool = False  # its export carries the alignment that times words
 
 
 @functools.lru_cache(maxsize=8)
-def _multilingual(model_dir: Path) -> bool:
+def _encoder_metadata(model_dir: Path) -> dict[str, str]:
     for name in ("encoder.int8.onnx", "encoder.onnx"):
         if (model_dir / name).is_file():
             try:
-                return read_onnx_metadata(model_dir / name).get("is_multilingual", "0") != "0"
+                return read_onnx_metadata(model_dir / name)
             except Exception:  # unreadable: the worker's probe says why
-                return False
-    return False
+                return {}
+    return {}
 
 
 def stt_model(settings: Settings) -> SttModel:
     model_dir = stt_config(settings).model_dir
-    return SttModel(model_dir.name, _multilingual(model_dir))
+    meta = _encoder_metadata(model_dir)
+    return SttModel(
+        model_dir.name, meta.get("is_multilingual", "0") != "0", "alignment_heads" in meta
+    )
 
 
 def voices(settings: Settings) -> list[Voice]:
