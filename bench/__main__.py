@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 
-from bench import api, ingest, jobs, mcp, nodes, quality, results, speech, text
+from bench import api, ingest, jobs, mcp, nodes, quality, results, speech, text, words
 
 SUITES = {
     "ingest": ingest.run,
@@ -21,6 +21,7 @@ SUITES = {
     "text": text.run,
     "api": api.run,
     "quality": quality.run,
+    "words": words.run,
 }
 
 
