@@ -386,9 +386,8 @@ class OrtWhisper:
     def _bytes(self, tokens: Sequence[int]) -> bytes:
         return b"".join(self._vocabulary[t] for t in tokens if t < len(self._vocabulary))
 
-    def _text(self, tokens: tuple[int, ...] | list[int]) -> str:
-        text = b"".join(self._vocabulary[t] for t in tokens if t < len(self._vocabulary))
-        return text.decode("utf-8", "replace").strip()
+    def _text(self, tokens: Sequence[int]) -> str:
+        return self._bytes(tokens).decode("utf-8", "replace").strip()
 
     def _detect(self, cross: dict[str, NDArray[np.float32]]) -> str:
         logits = self._step([self.meta.sot], 0, cross)[-1]

@@ -31,14 +31,22 @@ class WordTokens:
 
 
 def median_filter(x: NDArray[np.float32], width: int = MEDIAN_WIDTH) -> NDArray[np.float32]:
-    """Median over a window of `width` (odd) along the last axis, edges reflected."""
+    """Median over a window of `width` (odd) along the last axis, edges reflected.
+
+    The `width` shifted copies are sorted elementwise by odd-even transposition (`width`
+    rounds of compare-and-swap with np.minimum/np.maximum): for the few heads x tokens x
+    frames of a window, several times faster than np.median over a sliding view."""
     if width <= 1 or x.shape[-1] <= width // 2:
         return x
     pad = width // 2
     padded = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(pad, pad)], mode="reflect")
-    windows = np.lib.stride_tricks.sliding_window_view(padded, width, axis=-1)
-    result: NDArray[np.float32] = np.median(windows, axis=-1).astype(np.float32)
-    return result
+    n = x.shape[-1]
+    values = [padded[..., k : k + n] for k in range(width)]
+    for round_ in range(width):
+        for i in range(round_ % 2, width - 1, 2):
+            low, high = values[i], values[i + 1]
+            values[i], values[i + 1] = np.minimum(low, high), np.maximum(low, high)
+    return values[pad]
 
 
 def attention_matrix(scores: NDArray[np.float32], frames: int) -> NDArray[np.float32]:
@@ -46,12 +54,12 @@ def attention_matrix(scores: NDArray[np.float32], frames: int) -> NDArray[np.flo
     heads' raw scores [heads, tokens, T]: a softmax over the first `frames` (the audio,
     not the padding after it), each frame standardised across tokens, median-filtered in
     time, averaged over the heads."""
-    audio = scores[:, :, :frames].astype(np.float64)
+    audio = scores[:, :, :frames].astype(np.float32)
     audio = np.exp(audio - audio.max(axis=-1, keepdims=True))
     audio /= audio.sum(axis=-1, keepdims=True)
     mean = audio.mean(axis=-2, keepdims=True)
     std = audio.std(axis=-2, keepdims=True)
-    standard = ((audio - mean) / np.maximum(std, 1e-10)).astype(np.float32)
+    standard = (audio - mean) / np.maximum(std, 1e-10)
     matrix: NDArray[np.float32] = median_filter(standard).mean(axis=0)
     return matrix
 

@@ -11,6 +11,7 @@ import pytest
 from pipelines.engines.whisper_words import (
     WordTokens,
     dtw_path,
+    median_filter,
     merge_punctuation,
     snap_to_sound,
     split_words,
@@ -46,6 +47,14 @@ def test_dtw_path_is_the_cheapest_monotone_path(seed: int) -> None:
     steps = set(zip(np.diff(rows).tolist(), np.diff(cols).tolist(), strict=True))
     assert steps <= {(0, 1), (1, 0), (1, 1)}
     assert float(cost[rows, cols].sum()) == pytest.approx(_reference_dtw(cost))
+
+
+@pytest.mark.parametrize("width", [3, 5, 7, 9])
+def test_median_filter_is_the_median_of_each_reflected_window(width: int) -> None:
+    x = np.random.default_rng(width).standard_normal((2, 3, 30)).astype(np.float32)
+    padded = np.pad(x, [(0, 0), (0, 0), (width // 2, width // 2)], mode="reflect")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, width, axis=-1)
+    assert np.array_equal(median_filter(x, width), np.median(windows, axis=-1).astype(np.float32))
 
 
 def test_token_onsets_follow_where_each_token_is_loud() -> None:
