@@ -19,6 +19,7 @@ from pipelines.engines.whisper_words import (
     voiced_frames,
     word_spans,
 )
+from pipelines.errors import PermanentError
 from pipelines.speech.transcript import Segment, Transcript, Word, to_srt, to_vtt
 from workers.api.transcribe import openai_words
 from workers.configs import stt_keyed, stt_options
@@ -158,3 +159,5 @@ def test_timed_words_are_a_job_option_and_part_of_the_key() -> None:
     announced = {"version": "v1", "language": "en", "script": "simplified"}
     assert stt_keyed(announced, {"words": "1"}) != stt_keyed(announced, None)
     assert stt_keyed(announced, {"words": ""}) == "v1"
+    with pytest.raises(PermanentError, match="words 'yes' is not 1"):
+        stt_options({"words": "yes"})
