@@ -10,7 +10,20 @@ import sys
 import time
 import traceback
 
-from bench import admission, api, ingest, jobs, kokoro, mcp, nodes, quality, results, speech, text
+from bench import (
+    admission,
+    api,
+    ingest,
+    jobs,
+    kokoro,
+    mcp,
+    nodes,
+    quality,
+    results,
+    speech,
+    text,
+    words,
+)
 
 SUITES = {
     "ingest": ingest.run,
@@ -23,6 +36,7 @@ SUITES = {
     "admission": admission.run,
     "quality": quality.run,
     "kokoro": kokoro.run,
+    "words": words.run,
 }
 
 

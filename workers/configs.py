@@ -79,6 +79,7 @@ def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> 
         language=given.get("language", config.language),
         task=given.get("task", config.task),
         chinese_script=given.get("script", config.chinese_script),
+        word_timestamps=given.get("words") == "1",
     )
 
 
@@ -180,7 +181,8 @@ def vision_version(settings: Settings) -> str:
 def stt_options(params: Mapping[str, Any] | None) -> dict[str, str]:
     """The job's STT options that differ from what the worker does by default: a language
     code (checked; a tag such as zh-TW is the language and the Chinese script it names),
-    the script of Chinese transcripts, and `task` when it is not a plain transcription."""
+    the script of Chinese transcripts, `task` when it is not a plain transcription, and
+    `words` ("1") when each word is to be timed."""
     given = params or {}
     options: dict[str, str] = {}
     language = request_language(given)
@@ -197,6 +199,11 @@ def stt_options(params: Mapping[str, Any] | None) -> dict[str, str]:
         if task != "translate":
             raise PermanentError(f"task {task!r} is not transcribe or translate")
         options["task"] = "translate"
+    words = given.get("words")
+    if words not in (None, "", "0", False):
+        if words not in ("1", True):
+            raise PermanentError(f"words {words!r} is not 1 (time each word) or 0")
+        options["words"] = "1"
     return options
 
 

@@ -27,6 +27,7 @@ class SttConfig:
     # "" : the model's own ("en" for English-only models, detected for multilingual ones).
     language: str = ""
     task: str = "transcribe"  # or "translate" (to English; multilingual models only)
+    word_timestamps: bool = False  # also time each word (`Transcript.words`)
     # Mandarin transcripts are written in this script (`chinese_script.SCRIPTS`).
     chinese_script: str = "simplified"
     max_seconds: float = 7200.0

@@ -10,6 +10,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.speech.layout import is_multilingual
 from workers.api.errors import ApiError
 from workers.configs import stt_config
@@ -34,16 +35,24 @@ STT_ALIAS = "whisper-1"
 class SttModel:
     id: str
     multilingual: bool
+    word_timestamps: bool = False  # its export carries the alignment that times words
 
 
 @functools.lru_cache(maxsize=8)
-def _multilingual(model_dir: Path) -> bool:
-    return is_multilingual(model_dir)
+def _word_timestamps(model_dir: Path) -> bool:
+    """Whether the export carries the alignment that times words (native whisper only)."""
+    for name in ("encoder.int8.onnx", "encoder.onnx"):
+        if (model_dir / name).is_file():
+            try:
+                return "alignment_heads" in read_onnx_metadata(model_dir / name)
+            except Exception:  # unreadable: the worker's probe says why
+                return False
+    return False
 
 
 def stt_model(settings: Settings) -> SttModel:
     model_dir = stt_config(settings).model_dir
-    return SttModel(model_dir.name, _multilingual(model_dir))
+    return SttModel(model_dir.name, is_multilingual(model_dir), _word_timestamps(model_dir))
 
 
 def voices(settings: Settings) -> list[Voice]:
