@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 export MCP_MEDIA_HOME ?= $(CURDIR)/.home
 
-.PHONY: install run test test-faults test-unit soak hostile fuzz lint format bench models clean
+.PHONY: install run test test-faults test-unit soak hostile fuzz lint format bench models clean upstreams
 
 install: $(STAMP)
 
@@ -26,7 +26,15 @@ models: $(STAMP)
 run: $(STAMP)
 	$(BIN)/mcp-media demo
 
-test: $(STAMP)
+# Real MCP servers the proxy tests put behind mcp-media (npm, pinned by the lock file).
+UPSTREAMS := tests/support/upstreams
+upstreams: $(UPSTREAMS)/node_modules/.installed
+
+$(UPSTREAMS)/node_modules/.installed: $(UPSTREAMS)/package.json $(UPSTREAMS)/package-lock.json
+	npm ci --prefix $(UPSTREAMS) --no-audit --no-fund --silent
+	touch $@
+
+test: $(STAMP) upstreams
 	$(BIN)/python -m pytest -m "not faults"
 
 test-faults: $(STAMP)

@@ -10,7 +10,20 @@ import sys
 import time
 import traceback
 
-from bench import api, ingest, jobs, mcp, nodes, quality, results, speech, text
+from bench import (
+    admission,
+    api,
+    ingest,
+    jobs,
+    kokoro,
+    mcp,
+    nodes,
+    quality,
+    results,
+    speech,
+    text,
+    words,
+)
 
 SUITES = {
     "ingest": ingest.run,
@@ -20,7 +33,10 @@ SUITES = {
     "mcp": mcp.run,
     "text": text.run,
     "api": api.run,
+    "admission": admission.run,
     "quality": quality.run,
+    "kokoro": kokoro.run,
+    "words": words.run,
 }
 
 

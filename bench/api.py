@@ -59,7 +59,7 @@ def _wav(samples: np.ndarray, rate: int, pad: int) -> bytes:
 
 
 @contextlib.contextmanager
-def _serve(cluster: BenchCluster) -> Iterator[OpenAI]:
+def _serve(cluster: BenchCluster, **env: str) -> Iterator[OpenAI]:
     port = free_port()
     log = cluster.home / "logs" / "serve.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -68,7 +68,7 @@ def _serve(cluster: BenchCluster) -> Iterator[OpenAI]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "workers.cli.main", "serve", "--port", str(port)],
             cwd=ROOT,
-            env=cluster.env(MCP_MEDIA_API__KEY=key),
+            env=cluster.env(MCP_MEDIA_API__KEY=key, **env),
             stdout=subprocess.DEVNULL,
             stderr=out,
         )

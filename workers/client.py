@@ -27,13 +27,14 @@ from pipelines.media import Capability
 from pipelines.render import audio_tag
 from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
+from workers.admission import WaitBudget
 from workers.blobs import BlobRef
 from workers.broker_transport import refuses_writes
 from workers.capabilities import CAPABILITIES, QUEUES
 from workers.chunks import Chunk
 from workers.control import ClusterControl
 from workers.events import FALLBACK_POLL, EventFollower
-from workers.gateway import Admission, JobGateway, JobHandle, QueueFull, answers
+from workers.gateway import Admission, JobGateway, JobHandle, QueueBusy, QueueFull, answers
 from workers.job_control import progress as job_progress
 from workers.job_control import request_cancel
 from workers.node_cache import NodeCache, input_ref
@@ -210,10 +211,14 @@ class MediaClient(JobGateway):
         force: bool = False,
         limit: bool = False,
         ref: BlobRef | None = None,
+        within: float | None = None,
     ) -> JobHandle:
         """One admission for the key: see `workers.store._ADMIT`. `limit` refuses the job
         with `QueueFull` when its queue is at the high water (doors that answer at once);
-        without it the job is always accepted (a caller that waits its turn itself)."""
+        without it the job is always accepted (a caller that waits its turn itself).
+        `within`: the seconds the caller waits for the job; a new job expected to finish
+        later, by the work ahead of it, is refused with `QueueBusy` (`workers.admission`).
+        A stored result or the job in flight for the key always answers."""
         spec = CAPABILITIES[capability]
         key = self.key(capability, sha256, params)
         # The input goes into the blob store first (a `ref` from a listing of the store is
@@ -235,12 +240,21 @@ class MediaClient(JobGateway):
         inflight_ttl = int(hard * (self.settings.jobs.max_deliveries + 1) + 600)
         high_water = self.settings.jobs.high_water if limit else 0
         job_id = str(uuid.uuid4())
-        admitted = self.store.admit(key, job_id, inflight_ttl, spec.queue, high_water, force)
+        budget = None
+        if within is not None:
+            serving = [w for w in self.store.serving(spec.queue) if spec.queue not in w.paused]
+            budget = WaitBudget(within, sum(w.concurrency or 1 for w in serving))
+        admitted = self.store.admit(
+            key, job_id, inflight_ttl, spec.queue, high_water, force, budget
+        )
         if admitted.decision == "settled":
             assert admitted.envelope is not None
             return JobHandle.settled(key, path, self.localised(admitted.envelope))
         if admitted.decision == "refused":
             raise QueueFull(spec.queue, admitted.waiting, high_water)
+        if admitted.decision == "busy":
+            assert within is not None
+            raise QueueBusy(spec.queue, admitted.expected, within)
         if admitted.decision == "joined":
             assert admitted.job_id is not None
             return JobHandle(

@@ -15,11 +15,11 @@ from typing import Any
 
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import MediaKind, StoredBlob
-from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.results import processor_version
 from pipelines.speech.blend import BlendError, is_blend, parse_blend
 from pipelines.speech.chinese_script import SCRIPTS, split_language
 from pipelines.speech.config import SttConfig, TtsConfig
+from pipelines.speech.layout import Engine, engine_or_default, is_multilingual
 from pipelines.speech.request import FORMATS, SynthesisRequest
 from pipelines.vision import ProviderKind, VisionConfig
 from pipelines.vision import processor_version as vision_processor_version
@@ -54,13 +54,7 @@ def _stt_language(model_dir: Path, language: str) -> str:
     """The configured language, else "en" for English-only models and "" (detect) for others."""
     if language:
         return language
-    for name in ("encoder.int8.onnx", "encoder.onnx"):
-        try:
-            meta = read_onnx_metadata(model_dir / name)
-        except ConfigError:
-            continue
-        return "" if meta.get("is_multilingual", "0") != "0" else "en"
-    return "en"
+    return "" if is_multilingual(model_dir) else "en"
 
 
 def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> SttConfig:
@@ -77,6 +71,7 @@ def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> 
         chinese_script=settings.stt.chinese_script,
         max_seconds=settings.stt.max_seconds,
         max_bytes=settings.max_blob_bytes,
+        engine=settings.stt.engine,
     )
     given = stt_options(options)
     return replace(
@@ -84,6 +79,7 @@ def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> 
         language=given.get("language", config.language),
         task=given.get("task", config.task),
         chinese_script=given.get("script", config.chinese_script),
+        word_timestamps=given.get("words") == "1",
     )
 
 
@@ -139,7 +135,23 @@ def tts_config(settings: Settings, voice: str | None = None) -> TtsConfig:
         max_chars=ts.max_chars,
         noise_scale=ts.noise_scale,
         noise_scale_w=ts.noise_scale_w,
+        engine=ts.engine,
+        first_chunk_words=ts.first_chunk_words,
     )
+
+
+def engine_named(config: SttConfig | TtsConfig) -> str:
+    """The engine that runs `config`'s folder (its setting, `auto` resolved by the folder's
+    layout): what results name and what keys them apart."""
+    kind = "stt" if isinstance(config, SttConfig) else "tts"
+    return engine_or_default(config.engine, config.model_dir, kind)
+
+
+def _engine_part(config: SttConfig | TtsConfig) -> list[str]:
+    """Nothing for the native engines (their keys stay what they were); the engine's name
+    otherwise, so results of different engines never share a cache entry."""
+    engine = engine_named(config)
+    return [] if engine == Engine.NATIVE else [engine]
 
 
 def _model_fingerprint(model_dir: Path) -> str:
@@ -169,7 +181,8 @@ def vision_version(settings: Settings) -> str:
 def stt_options(params: Mapping[str, Any] | None) -> dict[str, str]:
     """The job's STT options that differ from what the worker does by default: a language
     code (checked; a tag such as zh-TW is the language and the Chinese script it names),
-    the script of Chinese transcripts, and `task` when it is not a plain transcription."""
+    the script of Chinese transcripts, `task` when it is not a plain transcription, and
+    `words` ("1") when each word is to be timed."""
     given = params or {}
     options: dict[str, str] = {}
     language = request_language(given)
@@ -186,6 +199,11 @@ def stt_options(params: Mapping[str, Any] | None) -> dict[str, str]:
         if task != "translate":
             raise PermanentError(f"task {task!r} is not transcribe or translate")
         options["task"] = "translate"
+    words = given.get("words")
+    if words not in (None, "", "0", False):
+        if words not in ("1", True):
+            raise PermanentError(f"words {words!r} is not 1 (time each word) or 0")
+        options["words"] = "1"
     return options
 
 
@@ -222,6 +240,7 @@ def stt_announcement(settings: Settings) -> dict[str, Any]:
         config.max_segment_s,
         config.tail_padding_s,
         config.single_pass_silence_s,
+        *_engine_part(config),
     )
     return {"version": base, "language": config.language, "script": config.chinese_script}
 
@@ -249,6 +268,9 @@ def tts_version(settings: Settings, params: Mapping[str, Any] | None = None) -> 
         config.noise_scale,
         config.noise_scale_w,
         config.sentence_pause_s,
+        *_engine_part(config),
+        # Set, it changes every voice's output; unset (the engine's own), keys do not move.
+        *(() if config.first_chunk_words is None else (config.first_chunk_words,)),
     )
 
 

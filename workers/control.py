@@ -10,6 +10,8 @@ if TYPE_CHECKING:
 
 CONTROL_TIMEOUT = 2.0
 THREADS_COMMAND = "mcp_media_threads"  # registered by workers.runtime.control
+PROCESSES_COMMAND = "mcp_media_processes"  # likewise: a shrink that waits for a free process
+BUSY = "every process is busy; the pool shrinks by one when a process frees"
 
 
 class ClusterControl:
@@ -27,17 +29,16 @@ class ClusterControl:
 
     def resize(self, worker: str, pool: str | None, delta: int) -> list[dict[str, Any]]:
         """Grow or shrink one worker's pool by `delta`; the answers of those that replied
-        (empty: nobody answered within `CONTROL_TIMEOUT`)."""
+        (empty: nobody answered within `CONTROL_TIMEOUT`). A prefork shrink while every
+        process is busy answers `pending` and happens when a process frees."""
         control = self._control
-        if pool == "prefork":
-            send = control.pool_grow if delta > 0 else control.pool_shrink
-            replies = send(1, destination=[worker], reply=True, timeout=CONTROL_TIMEOUT)
-        else:  # Celery's threads pool has no grow/shrink: our own command
-            replies = control.broadcast(
-                THREADS_COMMAND,
-                arguments={"n": delta},
-                destination=[worker],
-                reply=True,
-                timeout=CONTROL_TIMEOUT,
-            )
+        # Celery's threads pool has no grow/shrink, and its prefork pool_shrink refuses (a
+        # raw ValueError) while every process is busy: our own commands for both.
+        replies = control.broadcast(
+            PROCESSES_COMMAND if pool == "prefork" else THREADS_COMMAND,
+            arguments={"n": delta},
+            destination=[worker],
+            reply=True,
+            timeout=CONTROL_TIMEOUT,
+        )
         return [answer for reply in replies or [] for answer in reply.values()]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pipelines.errors import MediaError
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
+from workers.admission import retry_after
 
 if TYPE_CHECKING:
     from workers.blobs import BlobRef
@@ -42,6 +43,21 @@ class QueueFull(MediaError):
         self.queue = queue
         self.waiting = waiting
         self.high_water = high_water
+
+
+class QueueBusy(MediaError):
+    """Admission refused: a new job would finish past the caller's wait (`within`), by the
+    work ahead of it in its queue. Retry after `retry_after` seconds."""
+
+    def __init__(self, queue: str, expected: float, within: float) -> None:
+        self.queue = queue
+        self.expected = expected
+        self.within = within
+        self.retry_after = retry_after(expected, within)
+        super().__init__(
+            f"the '{queue}' queue is busy: a new job would finish in about {expected:.0f} s, "
+            f"past the {within:g} s this server waits; retry in {self.retry_after} s"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +124,7 @@ class JobGateway(Protocol):
         force: bool = False,
         limit: bool = False,
         ref: BlobRef | None = None,
+        within: float | None = None,
     ) -> JobHandle: ...
 
     def submit(

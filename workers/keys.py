@@ -28,6 +28,16 @@ def admitted(queue: str) -> str:
     return f"{PREFIX}:admitted:{queue}"
 
 
+def running(queue: str) -> str:
+    """Sorted set: the jobs of `queue` a worker started and has not finished, by expiry."""
+    return f"{PREFIX}:running:{queue}"
+
+
+def service(queue: str) -> str:
+    """Hash: the mean seconds a done job of `queue` took (`mean`) over `n` jobs."""
+    return f"{PREFIX}:service:{queue}"
+
+
 def job(job_id: str) -> str:
     return f"{PREFIX}:job:{job_id}"
 

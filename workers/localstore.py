@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipelines.results import Envelope, ResultFiles, ResultKey, Status
+from workers.admission import RUNNING_TTL, WaitBudget, expected_wait, next_mean
+from workers.capabilities import CAPABILITIES
 from workers.chunks import MAX_ENTRIES, Chunk, check_name
 from workers.store import Admitted, Claim
 
@@ -35,6 +37,8 @@ class LocalStore:
         self._dead: list[dict[str, Any]] = []
         self._counts: dict[str, Counter[str]] = {}
         self._admitted: dict[str, dict[str, float]] = {}
+        self._running: dict[str, dict[str, float]] = {}
+        self._service: dict[str, tuple[float, int]] = {}  # queue -> (mean seconds, jobs)
         self._paused: set[str] = set()
         self._locks: dict[str, tuple[str, float]] = {}
         self._reports: dict[str, tuple[dict[str, Any], float]] = {}
@@ -57,15 +61,38 @@ class LocalStore:
     def put(self, envelope: Envelope) -> None:
         self.sidecars.write(envelope)
         with self._lock:
+            before = self._results.get(envelope.key)
             self._results[envelope.key] = envelope
             self._inflight.pop(envelope.key, None)
             if envelope.job_id:
                 self._jobs[envelope.job_id] = envelope.key
+            # Keys by the status they stand at: a failed job retried to done is done only.
             counts = self._counts.setdefault(envelope.key.capability.value, Counter())
+            if before is not None and before.status is envelope.status:
+                return
+            if before is not None and counts[before.status.value] > 0:
+                counts[before.status.value] -= 1
+                if not counts[before.status.value]:
+                    del counts[before.status.value]
             counts[envelope.status.value] += 1
+            queue = CAPABILITIES[envelope.key.capability].queue
+            expiry = self._running.get(queue, {}).pop(envelope.job_id or "", None)
+            seconds = envelope.elapsed_ms / 1000
+            if expiry is not None:  # its slot's time, from its start (`RedisStore.put`)
+                seconds = max(seconds, self._clock() - (expiry - RUNNING_TTL))
+            if envelope.status is Status.DONE and seconds > 0:
+                mean, samples = self._service.get(queue, (0.0, 0))
+                self._service[queue] = (next_mean(mean, samples, seconds), samples + 1)
 
     def admit(
-        self, key: ResultKey, job_id: str, ttl: int, queue: str, high_water: int, force: bool
+        self,
+        key: ResultKey,
+        job_id: str,
+        ttl: int,
+        queue: str,
+        high_water: int,
+        force: bool,
+        budget: WaitBudget | None = None,
     ) -> Admitted:
         now = self._clock()
         with self._lock:
@@ -80,6 +107,14 @@ class LocalStore:
                 del waiting[stale]
             if high_water > 0 and len(waiting) >= high_water:
                 return Admitted("refused", waiting=len(waiting))
+            if budget is not None:
+                running = self._running.setdefault(queue, {})
+                for stale in [j for j, expiry in running.items() if expiry <= now]:
+                    del running[stale]
+                mean = self._service.get(queue, (0.0, 0))[0]
+                expected = expected_wait(len(waiting), len(running), budget.slots, mean)
+                if expected is not None and expected > budget.seconds:
+                    return Admitted("busy", expected=expected)
             self._inflight[key] = job_id
             self._jobs[job_id] = key
             waiting[job_id] = now + ttl
@@ -88,6 +123,11 @@ class LocalStore:
     def started(self, queue: str, job_id: str) -> None:
         with self._lock:
             self._admitted.get(queue, {}).pop(job_id, None)
+            self._running.setdefault(queue, {})[job_id] = self._clock() + RUNNING_TTL
+
+    def service_time(self, queue: str) -> float:
+        with self._lock:
+            return self._service.get(queue, (0.0, 0))[0]
 
     def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None:
         with self._lock:

@@ -39,6 +39,8 @@ def confine_process(home: Path) -> None:
     from XDG_CACHE_HOME finds the same one. Call it at the process edge (the CLI, the
     Celery app), before any engine is imported: pipelines/ reads no environment.
     """
+    for name in _CONFINED:
+        _USER_ENV.setdefault(name, os.environ.get(name))
     runtime = home / "runtime"
     cache, tmp = runtime / "xdg-cache", runtime / "tmp"
     for folder in (home, runtime, cache, tmp):
@@ -48,6 +50,31 @@ def confine_process(home: Path) -> None:
     os.environ["XDG_CACHE_HOME"] = str(cache)
     os.environ["TMPDIR"] = str(tmp)
     tempfile.tempdir = None  # tempfile reads TMPDIR again on its next use
+
+
+_CONFINED = ("MCP_MEDIA_HOME", "ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME", "TMPDIR")
+_USER_ENV: dict[str, str | None] = {}  # their values before `confine_process`
+_COERCED_LOCALES = frozenset({"C.UTF-8", "C.utf8", "UTF-8"})
+
+
+def user_environment() -> dict[str, str]:
+    """The environment the user started us with, for a program run on their behalf (an
+    upstream MCP server): without what `confine_process` set, without the LC_CTYPE that
+    Python's C-locale coercion (PEP 538) adds, and without the MCP_MEDIA_ settings."""
+    env = dict(os.environ)
+    for name, value in _USER_ENV.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    coerced = (
+        env.get("LC_CTYPE") in _COERCED_LOCALES
+        and not env.get("LC_ALL")
+        and env.get("LANG") in (None, "", "C", "POSIX")
+    )
+    if coerced:
+        env.pop("LC_CTYPE")
+    return {k: v for k, v in env.items() if not k.startswith("MCP_MEDIA_")}
 
 
 def default_home() -> Path:
@@ -93,6 +120,9 @@ class VisionSettings(BaseModel):
 
 class SpeechSettings(BaseModel):
     model_dir: Path | None = None  # default: <home>/models/<default model>
+    # auto: by the model folder's layout (ours: native; sherpa-onnx's release folders:
+    # sherpa-onnx); native: our onnxruntime engines; sherpa-onnx: sherpa-onnx's.
+    engine: Literal["auto", "native", "sherpa-onnx"] = "auto"
     threads: int = Field(default=1, ge=1)
     concurrency: int | None = Field(default=None, ge=1)  # default: cores // threads
 
@@ -123,6 +153,9 @@ class TtsSettings(SpeechSettings):
     format: Literal["ogg", "wav"] = "ogg"
     noise_scale: float = Field(default=0.667, ge=0)  # 0 and 0: deterministic output
     noise_scale_w: float = Field(default=0.8, ge=0)
+    # The first sentence's opening clause or this many words spoken alone, for a fast first
+    # audio; 0: the first sentence whole; unset: 4 for Kokoro voices, 0 for piper voices.
+    first_chunk_words: int | None = Field(default=None, ge=0, le=50)
 
 
 class JobSettings(BaseModel):
@@ -146,7 +179,9 @@ class ApiSettings(BaseModel):
     # loopback only; a non-loopback address is refused without one.
     key: SecretStr = SecretStr("")
     max_upload_mb: float = Field(default=25.0, gt=0)
-    wait: float = Field(default=300.0, gt=0)  # seconds a request waits for its job (then 504)
+    # Seconds a request waits for its job (then 504); a new job expected to finish later, by
+    # the work ahead of it, is refused at once (429 rate_limit_exceeded with Retry-After).
+    wait: float = Field(default=300.0, gt=0)
     retry_after: int = Field(default=5, ge=1)  # the Retry-After of a 429 (queue over high water)
     # OpenAI voice names (alloy, echo, ...) -> prepared voices; unnamed ones: tts.voice when
     # it speaks English, else the first English voice prepared.

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
-from pipelines.results import Envelope, ResultFiles, ResultKey
+from pipelines.results import Envelope, ResultFiles, ResultKey, Status
 from workers import chunks, keys
+from workers.admission import RUNNING_TTL, SERVICE_WEIGHT, WaitBudget
 from workers.announcements import WorkerInfo
+from workers.capabilities import CAPABILITIES
 from workers.chunks import Chunk
 from workers.journal import JobJournal
 from workers.redis_target import RedisTarget, bounded_client, resilient
@@ -50,13 +52,34 @@ end
 return 0
 """
 
+# Index a result and move its key's count from the status it stood at to the one it has
+# now: the counters say how many keys stand at each status, so a job that failed and then
+# succeeded on retry counts as done only. KEYS: result, counts. ARGV: envelope JSON, ttl,
+# status.
+_INDEX_COUNTED = """
+local old = redis.call('get', KEYS[1])
+redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2])
+if old then
+  local ok, was = pcall(function() return cjson.decode(old)['status'] end)
+  if ok and type(was) == 'string' then
+    if was == ARGV[3] then return 0 end
+    if tonumber(redis.call('hget', KEYS[2], was) or '0') > 0 then
+      redis.call('hincrby', KEYS[2], was, -1)
+    end
+  end
+end
+redis.call('hincrby', KEYS[2], ARGV[3], 1)
+return 1
+"""
 
 # One atomic admission for a key: answered by a done result, joined to the job in flight,
 # refused over the queue's high water, else registered (the caller then sends the message).
 # The queue's depth is the set of admitted jobs no worker has started yet, scored by expiry,
 # so that a burst of submitters cannot all pass a check that only later becomes false.
-# KEYS: result, inflight, job, admitted.  ARGV: job id, ttl, high water (0: none), now,
-# result key text, job-key ttl, force (1/0).
+# With a wait bound, a new job is refused ('busy', with the expected seconds) when it would
+# not start at once and is expected to finish past the bound (`workers.admission`).
+# KEYS: result, inflight, job, admitted, running, service.  ARGV: job id, ttl, high water
+# (0: none), now, result key text, job-key ttl, force (1/0), wait bound (0: none), slots.
 _ADMIT = """
 if ARGV[7] == '0' then
   local stored = redis.call('get', KEYS[1])
@@ -70,22 +93,60 @@ if high > 0 then
   local waiting = redis.call('zcard', KEYS[4])
   if waiting >= high then return {'refused', tostring(waiting)} end
 end
+local bound = tonumber(ARGV[8])
+local slots = tonumber(ARGV[9])
+local mean = tonumber(redis.call('hget', KEYS[6], 'mean') or '0')
+if bound > 0 and slots > 0 and mean > 0 then
+  redis.call('zremrangebyscore', KEYS[4], '-inf', ARGV[4])
+  redis.call('zremrangebyscore', KEYS[5], '-inf', ARGV[4])
+  local ahead = redis.call('zcard', KEYS[4]) + math.min(redis.call('zcard', KEYS[5]), slots)
+  if ahead >= slots then
+    local expected = (ahead - slots + 1) * mean / slots + mean
+    if expected > bound then return {'busy', tostring(expected)} end
+  end
+end
 redis.call('set', KEYS[2], ARGV[1], 'EX', ARGV[2])
 redis.call('set', KEYS[3], ARGV[5], 'EX', ARGV[6])
 redis.call('zadd', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[2]), ARGV[1])
 return {'queued', ARGV[1]}
+"""
+# A job's result is put: it leaves the running set and, done, its service time (from its
+# start in the running set to now: everything its slot spent on it, not only the stage's
+# `elapsed_ms`, which is the floor) moves its queue's mean (`workers.admission`).
+# KEYS: running, service.  ARGV: job id, elapsed seconds, done (1/0), newest job's least
+# weight, running-set ttl, service ttl.
+_FINISHED = """
+local score = redis.call('zscore', KEYS[1], ARGV[1])
+redis.call('zrem', KEYS[1], ARGV[1])
+if ARGV[3] ~= '1' then return 0 end
+local seconds = tonumber(ARGV[2])
+if score then
+  local t = redis.call('time')
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  seconds = math.max(seconds, now - (tonumber(score) - tonumber(ARGV[5])))
+end
+if seconds <= 0 then return 0 end
+local n = tonumber(redis.call('hget', KEYS[2], 'n') or '0')
+local mean = tonumber(redis.call('hget', KEYS[2], 'mean') or '0')
+local weight = math.max(1 / (n + 1), tonumber(ARGV[4]))
+mean = mean + weight * (seconds - mean)
+redis.call('hset', KEYS[2], 'mean', tostring(mean), 'n', tostring(n + 1))
+redis.call('expire', KEYS[2], ARGV[6])
+return 1
 """
 
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
     """What `admit` decided: `settled` (with the stored envelope), `joined` (with the job in
-    flight), `queued` (the caller's job id, now registered), or `refused` (queue depth)."""
+    flight), `queued` (the caller's job id, now registered), `refused` (queue depth) or
+    `busy` (expected to finish `expected` seconds from now, past the caller's wait)."""
 
     decision: str
     job_id: str | None = None
     envelope: Envelope | None = None
     waiting: int = 0
+    expected: float = 0.0
 
 
 # Workers announce themselves in `keys.WORKERS` every few seconds (the heartbeat of
@@ -109,8 +170,16 @@ class ResultStore(Protocol):
     def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]: ...
     def put(self, envelope: Envelope) -> None: ...
     def admit(
-        self, key: ResultKey, job_id: str, ttl: int, queue: str, high_water: int, force: bool
+        self,
+        key: ResultKey,
+        job_id: str,
+        ttl: int,
+        queue: str,
+        high_water: int,
+        force: bool,
+        budget: WaitBudget | None = None,
     ) -> Admitted: ...
+    def service_time(self, queue: str) -> float: ...
     def started(self, queue: str, job_id: str) -> None: ...
     def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None: ...
     def forget_record(self, job_id: str) -> None: ...
@@ -167,6 +236,8 @@ class RedisStore:
         self._renew = client.register_script(_RENEW)
         self._sem_acquire = client.register_script(_SEM_ACQUIRE)
         self._admit = client.register_script(_ADMIT)
+        self._index_counted = client.register_script(_INDEX_COUNTED)
+        self._finished = client.register_script(_FINISHED)
 
     # finished results
 
@@ -198,18 +269,36 @@ class RedisStore:
     def put(self, envelope: Envelope) -> None:
         """Write the sidecar first (the truth), then index it and announce it."""
         self.sidecars.write(envelope)
-        self._index(envelope)
+        capability = envelope.key.capability.value
+        self._index_counted(
+            keys=[keys.result(envelope.key), keys.counts(capability)],
+            args=[json.dumps(envelope.to_json()), self.result_ttl, envelope.status.value],
+        )
+        self._index(envelope, result=False)
         pipe = self.redis.pipeline()
         pipe.delete(keys.inflight(envelope.key))
-        pipe.hincrby(keys.counts(envelope.key.capability.value), envelope.status.value, 1)
         pipe.lpush(keys.RECENT, str(envelope.key))
         pipe.ltrim(keys.RECENT, 0, RECENT_KEPT - 1)
         pipe.publish(keys.EVENTS, json.dumps(envelope.to_json()))
+        queue = CAPABILITIES[envelope.key.capability].queue
+        self._finished(
+            keys=[keys.running(queue), keys.service(queue)],
+            args=[
+                envelope.job_id or "",
+                envelope.elapsed_ms / 1000,
+                int(envelope.status is Status.DONE),
+                SERVICE_WEIGHT,
+                RUNNING_TTL,
+                self.result_ttl,
+            ],
+            client=pipe,
+        )
         pipe.execute()
 
-    def _index(self, envelope: Envelope) -> None:
+    def _index(self, envelope: Envelope, result: bool = True) -> None:
         pipe = self.redis.pipeline()
-        pipe.set(keys.result(envelope.key), json.dumps(envelope.to_json()), ex=self.result_ttl)
+        if result:
+            pipe.set(keys.result(envelope.key), json.dumps(envelope.to_json()), ex=self.result_ttl)
         pipe.set(
             keys.latest(envelope.key.capability.value, envelope.key.sha256),
             str(envelope.key),
@@ -233,11 +322,25 @@ class RedisStore:
             self.redis.delete(keys.job_record(job_id))
 
     def admit(
-        self, key: ResultKey, job_id: str, ttl: int, queue: str, high_water: int, force: bool
+        self,
+        key: ResultKey,
+        job_id: str,
+        ttl: int,
+        queue: str,
+        high_water: int,
+        force: bool,
+        budget: WaitBudget | None = None,
     ) -> Admitted:
         """One atomic decision for a submission of `key` (see `_ADMIT`)."""
         decision, value = self._admit(
-            keys=[keys.result(key), keys.inflight(key), keys.job(job_id), keys.admitted(queue)],
+            keys=[
+                keys.result(key),
+                keys.inflight(key),
+                keys.job(job_id),
+                keys.admitted(queue),
+                keys.running(queue),
+                keys.service(queue),
+            ],
             args=[
                 job_id,
                 ttl,
@@ -246,6 +349,8 @@ class RedisStore:
                 str(key),
                 max(ttl, self.result_ttl),
                 int(force),
+                budget.seconds if budget is not None else 0,
+                budget.slots if budget is not None else 0,
             ],
         )
         decision = decision.decode()
@@ -254,11 +359,22 @@ class RedisStore:
             return Admitted(decision, envelope=Envelope.from_json(json.loads(text)))
         if decision == "refused":
             return Admitted(decision, waiting=int(text))
+        if decision == "busy":
+            return Admitted(decision, expected=float(text))
         return Admitted(decision, job_id=text)
 
     def started(self, queue: str, job_id: str) -> None:
-        """A worker took the job: it no longer counts against its queue's high water."""
-        self.redis.zrem(keys.admitted(queue), job_id)
+        """A worker took the job: it no longer counts against its queue's high water, and
+        counts as running (ahead of new jobs) until its result is put."""
+        pipe = self.redis.pipeline()
+        pipe.zrem(keys.admitted(queue), job_id)
+        pipe.zadd(keys.running(queue), {job_id: self.now() + RUNNING_TTL})
+        pipe.execute()
+
+    def service_time(self, queue: str) -> float:
+        """The measured mean seconds of a done job of `queue` (0.0: none measured yet)."""
+        raw = self.redis.hget(keys.service(queue), "mean")
+        return float(raw) if raw is not None else 0.0
 
     def forget_job(self, key: ResultKey, job_id: str) -> None:
         self._release(keys=[keys.inflight(key)], args=[job_id])
@@ -334,7 +450,7 @@ class RedisStore:
 
     def status_counts(self, capability: str) -> dict[str, int]:
         raw = self.redis.hgetall(keys.counts(capability))
-        return {k.decode(): int(v) for k, v in raw.items()}
+        return {k.decode(): int(v) for k, v in raw.items() if int(v)}
 
     # the cluster: who serves which queue, and how much is waiting
 

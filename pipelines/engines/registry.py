@@ -14,7 +14,9 @@ from dataclasses import replace
 from pipelines.errors import ConfigError, Skipped
 from pipelines.speech.blend import is_blend
 from pipelines.speech.chinese_script import AS_IS, check_script
+from pipelines.speech.chunks import KOKORO_FIRST_WORDS
 from pipelines.speech.config import SttConfig, TtsConfig
+from pipelines.speech.layout import Engine, choose_engine, detect_stt, detect_tts
 from pipelines.speech.stt import WHISPER_RATE, Transcriber
 from pipelines.speech.stt import validate_model_dir as validate_whisper_dir
 from pipelines.speech.tts import (
@@ -46,9 +48,16 @@ def vision_provider(config: VisionConfig) -> VisionProvider:
 
 
 def load_transcriber(config: SttConfig) -> Transcriber:
-    """Validate then load (about 0.3 s and 150 MB for tiny.en int8). Once per process."""
+    """Validate then load (about 0.3 s and 150 MB for tiny.en int8). Once per process.
+
+    The engine is the config's (`auto`: by the folder's layout, `layout.detect_stt`)."""
     from pipelines.engines.whisper import OrtWhisper
 
+    layout = detect_stt(config.model_dir)
+    if choose_engine(config.engine, layout) is Engine.SHERPA:
+        from pipelines.engines import sherpa_loader
+
+        return sherpa_loader.load_transcriber(config, layout)
     files = validate_whisper_dir(config.model_dir, config.language)
     if config.task not in ("transcribe", "translate"):
         raise ConfigError(f"unknown whisper task {config.task!r}: transcribe or translate")
@@ -85,6 +94,10 @@ def load_vad(config: SttConfig) -> SpeechDetector | None:
     """The detector for long audio (stateful: one per process, like the recognizer)."""
     if config.vad_model is None:
         return None
+    if choose_engine(config.engine, detect_stt(config.model_dir)) is Engine.SHERPA:
+        from pipelines.engines import sherpa_loader
+
+        return sherpa_loader.load_vad(VadConfig(config.vad_model))
     return load_detector(VadConfig(config.vad_model), WHISPER_RATE)
 
 
@@ -111,6 +124,11 @@ def load_tts(config: TtsConfig, phonemizer: Phonemizer | None = None) -> TextToS
     """
     from pipelines.engines.vits import OrtVits
 
+    layout = detect_tts(config.model_dir)
+    if choose_engine(config.engine, layout) is Engine.SHERPA:
+        from pipelines.engines import sherpa_loader
+
+        return sherpa_loader.load_tts(config, layout, kokoro_phonemizer, phonemizer)
     if is_kokoro_dir(config.model_dir):
         return _load_kokoro(config, phonemizer)
 
@@ -148,8 +166,13 @@ def _load_kokoro(config: TtsConfig, phonemizer: Phonemizer | None) -> TextToSpee
         files.style_dim,
         threads=config.threads,
     )
+    first = KOKORO_FIRST_WORDS if config.first_chunk_words is None else config.first_chunk_words
     config = replace(
-        config, voice=chosen.name, speaker_id=chosen.speaker_id, language=chosen.language
+        config,
+        voice=chosen.name,
+        speaker_id=chosen.speaker_id,
+        language=chosen.language,
+        first_chunk_words=first,
     )
     tts = TextToSpeech(
         synthesizer, phonemizer or voices.phonemizer(chosen.language), config, voices

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,12 +30,22 @@ from numpy.typing import NDArray
 from pipelines.engines.ort import cpu_session
 from pipelines.engines.whisper_timestamps import (
     SECONDS_PER_TIMESTAMP,
+    TimedTokens,
     apply_timestamp_rules,
     split_window,
 )
+from pipelines.engines.whisper_words import (
+    UNSPACED,
+    attention_matrix,
+    snap_to_sound,
+    split_words,
+    token_onsets,
+    voiced_frames,
+    word_spans,
+)
 from pipelines.errors import ConfigError
 from pipelines.onnx_metadata import read_onnx_metadata
-from pipelines.speech.transcript import Segment
+from pipelines.speech.transcript import Segment, Word
 
 Samples = NDArray[np.float32]
 
@@ -224,6 +235,10 @@ class OrtWhisper:
         found = {i.name for i in self._decoder.get_inputs()}
         if found != {"tokens", "offset", *self._past, *self._cross}:
             raise ConfigError(f"{decoder} is not a decoder of this layout (inputs {sorted(found)})")
+        self._decoder_path = decoder
+        self._step_outputs = [o.name for o in self._decoder.get_outputs() if o.name != "alignment"]
+        # Exports before word timestamps have no alignment output: they transcribe as before.
+        self.word_timestamps = len(self._step_outputs) < len(self._decoder.get_outputs())
         self._cache = np.zeros(
             (len(self._past), 1, meta.n_text_ctx, meta.n_text_state), dtype=np.float32
         )
@@ -239,19 +254,27 @@ class OrtWhisper:
         return " ".join(p.text for p in pieces if p.text)
 
     def recognise_window(
-        self, samples: Samples, language: str = ""
+        self, samples: Samples, language: str = "", words: bool = False
     ) -> tuple[tuple[Segment, ...], float, str]:
         """(timed pieces, seconds used, language) of at most 30 s, decoded with timestamps.
 
         Times are within the window. Seconds used: where the next window should start (the
         last complete timestamp when the last piece was cut off by the window's end). Each
         piece carries its tokens and the window's `avg_logprob`, `compression_ratio` and
-        `no_speech_prob`; a window whisper's no-speech rule calls silent has no pieces."""
-        window = self.decode_window(samples, language)
+        `no_speech_prob` (and with `words`, its words' times); a window whisper's no-speech
+        rule calls silent has no pieces."""
+        window = self.decode_window(samples, language, words)
         return (() if window.silent else window.pieces), window.used_s, window.language
 
-    def decode_window(self, samples: Samples, language: str = "") -> DecodedWindow:
+    def decode_window(
+        self, samples: Samples, language: str = "", words: bool = False
+    ) -> DecodedWindow:
         """One window decoded, with what whisper's decoding says of it (silent or not)."""
+        if words and not self.word_timestamps:
+            raise ConfigError(
+                f"{self._decoder_path} has no alignment output, so it cannot time words:"
+                " re-export the model (mcp-media models prepare)"
+            )
         meta = self.meta
         mel, frames = encoder_input(
             samples.astype(np.float32, copy=False), self._filters, self._tail_frames
@@ -269,6 +292,11 @@ class OrtWhisper:
         audio_s = frames * _HOP / RATE
         window = split_window(decoded.tokens, meta.timestamp_begin, meta.eot)
         ratio = compression_ratio(self._text([t for t in decoded.tokens if t < meta.eot]))
+        timed = (
+            self._words(samples, prompt, window.pieces, cross, frames, language)
+            if words and not decoded.silent
+            else [()] * len(window.pieces)
+        )
         pieces = tuple(
             Segment(
                 min(p.start * SECONDS_PER_TIMESTAMP, audio_s),
@@ -278,8 +306,9 @@ class OrtWhisper:
                 avg_logprob=decoded.avg_logprob,
                 compression_ratio=ratio,
                 no_speech_prob=decoded.no_speech_prob,
+                words=spoken,
             )
-            for p in window.pieces
+            for p, spoken in zip(window.pieces, timed, strict=True)
         )
         used = audio_s if window.seek is None else min(window.seek * SECONDS_PER_TIMESTAMP, audio_s)
         return DecodedWindow(
@@ -313,9 +342,52 @@ class OrtWhisper:
             feed = [token]
         return _Decoded(chosen, no_speech_prob, total_logprob / (len(chosen) + 1))
 
-    def _text(self, tokens: tuple[int, ...] | list[int]) -> str:
-        text = b"".join(self._vocabulary[t] for t in tokens if t < len(self._vocabulary))
-        return text.decode("utf-8", "replace").strip()
+    def _words(
+        self,
+        samples: Samples,
+        prompt: list[int],
+        pieces: tuple[TimedTokens, ...],
+        cross: dict[str, NDArray[np.float32]],
+        frames: int,
+        language: str,
+    ) -> list[tuple[Word, ...]]:
+        """Each piece's words, timed within the window by cross-attention alignment
+        (`whisper_words`): the decoder run once over the prompt, <|notimestamps|>, the
+        window's text and <|endoftext|>; a token's row is the one that predicts it."""
+        meta = self.meta
+        grouped = [split_words(p.tokens, self._bytes, language not in UNSPACED) for p in pieces]
+        text = [t for words in grouped for word in words for t in word.tokens]
+        if not text:
+            return [()] * len(pieces)
+        sequence = [*prompt, meta.no_timestamps, *text, meta.eot]
+        feeds: dict[str, NDArray[np.generic]] = {
+            "tokens": np.array([sequence], dtype=np.int64),
+            "offset": np.array([0], dtype=np.int64),
+            **{name: self._cache[j, :, :0] for j, name in enumerate(self._past)},
+        }
+        (scores,) = self._decoder.run(["alignment"], {**feeds, **cross})
+        matrix = attention_matrix(np.asarray(scores, dtype=np.float32), frames // 2)
+        onsets = token_onsets(matrix[len(prompt) : -1])
+        spans = iter(
+            snap_to_sound(
+                word_spans([w for words in grouped for w in words], onsets),
+                voiced_frames(samples, RATE),
+            )
+        )
+        audio_s = frames * _HOP / RATE
+        return [
+            tuple(
+                Word(word.text.strip(), min(start, audio_s), min(end, audio_s))
+                for word, (start, end) in zip(words, spans, strict=False)
+            )
+            for words in grouped
+        ]
+
+    def _bytes(self, tokens: Sequence[int]) -> bytes:
+        return b"".join(self._vocabulary[t] for t in tokens if t < len(self._vocabulary))
+
+    def _text(self, tokens: Sequence[int]) -> str:
+        return self._bytes(tokens).decode("utf-8", "replace").strip()
 
     def _detect(self, cross: dict[str, NDArray[np.float32]]) -> str:
         logits = self._step([self.meta.sot], 0, cross)[-1]
@@ -333,7 +405,7 @@ class OrtWhisper:
         }
         for j, name in enumerate(self._past):
             feeds[name] = self._cache[j, :, :offset]
-        logits, *written = self._decoder.run(None, {**feeds, **cross})
+        logits, *written = self._decoder.run(self._step_outputs, {**feeds, **cross})
         end = offset + len(tokens)
         for j, rows in enumerate(written):
             self._cache[j, :, offset:end] = rows

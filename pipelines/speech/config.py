@@ -27,6 +27,7 @@ class SttConfig:
     # "" : the model's own ("en" for English-only models, detected for multilingual ones).
     language: str = ""
     task: str = "transcribe"  # or "translate" (to English; multilingual models only)
+    word_timestamps: bool = False  # also time each word (`Transcript.words`)
     # Mandarin transcripts are written in this script (`chinese_script.SCRIPTS`).
     chinese_script: str = "simplified"
     max_seconds: float = 7200.0
@@ -40,6 +41,8 @@ class SttConfig:
     # Real silence appended to audio recognised in one pass: with only 3 s of padding a
     # short clip's last words were sometimes lost (measured on the round-trip sentences).
     single_pass_silence_s: float = 2.0
+    # auto (by the folder's layout), native (our onnxruntime engines) or sherpa-onnx.
+    engine: str = "auto"
 
     @property
     def limits(self) -> DecodeLimits:
@@ -63,3 +66,8 @@ class TtsConfig:
     max_chars: int = DEFAULT_MAX_CHARS
     sentence_chars: int = DEFAULT_SENTENCE_CHARS
     sentence_pause_s: float = 0.25
+    engine: str = "auto"  # auto (by the folder's layout), native or sherpa-onnx
+    # The first sentence's opening clause, or this many words, is spoken alone (the first
+    # audio waits for it only); 0: the first sentence whole; None: the engine's own (Kokoro
+    # `chunks.KOKORO_FIRST_WORDS`; piper 0: its first sentence takes a tenth of a second).
+    first_chunk_words: int | None = None

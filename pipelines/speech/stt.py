@@ -40,6 +40,9 @@ from pipelines.speech.transcript import (
     TranscriptFormat as TranscriptFormat,
 )
 from pipelines.speech.transcript import (
+    Word as Word,
+)
+from pipelines.speech.transcript import (
     format_transcript as format_transcript,
 )
 from pipelines.speech.transcript import (
@@ -95,6 +98,17 @@ class Transcriber(Protocol):
         """(pieces timed within the window, seconds used, language code); the next window
         starts where this one's last complete piece ended. "" detects the language."""
         ...
+
+
+class WordTranscriber(Transcriber, Protocol):
+    """A recognizer that can also time each word (`Segment.words`) when its model can."""
+
+    @property
+    def word_timestamps(self) -> bool: ...
+
+    def recognise_window(
+        self, samples: Samples, language: str = "", words: bool = False
+    ) -> tuple[tuple[Segment, ...], float, str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +203,7 @@ def transcribe(
     whisper wrote it), segment by segment, before anything else sees the text."""
     started = time.perf_counter()
     rate = transcriber.sample_rate
+    timer = _word_timer(transcriber) if config.word_timestamps else None
     if detector is not None and detector.sample_rate != rate:
         raise ConfigError(f"VAD runs at {detector.sample_rate} Hz, the recognizer at {rate} Hz")
     counter = _Counter()
@@ -212,6 +227,7 @@ def transcribe(
     del head
     timeline = SpeechTimeline(rate)
     segments: list[Segment] = []
+    words: list[Word] = []
     # Given, or detected on the first window with speech and kept for the rest: one language
     # per transcript, so a quiet window cannot flip a Chinese note into English.
     language = config.language
@@ -226,17 +242,24 @@ def transcribe(
                 timeline.consume(quiet / rate)
                 continue
             at = timeline.position
-            pieces, used_s, heard = transcriber.recognise_window(samples, language)
+            if timer is not None:
+                pieces, used_s, heard = timer.recognise_window(samples, language, words=True)
+            else:
+                pieces, used_s, heard = transcriber.recognise_window(samples, language)
             spoken = language or heard
             write = chinese if chinese is not None and converts(spoken) else None
             seek = round(timeline.to_time(at) * 100)
-            said = tuple(
-                segment
+            kept = [
+                (piece, text)
                 for piece in pieces
                 if (text := _clean(write(piece.text) if write else piece.text))
+            ]
+            said = tuple(
+                segment
+                for piece, text in kept
                 for segment in timed_segments(
                     timeline,
-                    replace(piece, text=text, seek=seek),
+                    replace(piece, text=text, seek=seek, words=()),
                     at + int(piece.start * rate),
                     at + int(piece.end * rate),
                 )
@@ -244,6 +267,15 @@ def transcribe(
             if said:
                 language = spoken
                 segments.extend(said)
+                words.extend(
+                    Word(
+                        write(word.word) if write else word.word,
+                        round(timeline.to_time(at + int(word.start * rate)), 3),
+                        round(timeline.to_time(at + int(word.end * rate), end=True), 3),
+                    )
+                    for piece, _ in kept
+                    for word in piece.words
+                )
             timeline.consume(used_s)
             if checkpoint is not None:
                 done_s = timeline.to_time(timeline.position, end=True)
@@ -261,7 +293,17 @@ def transcribe(
         duration_s=counter.samples / rate,
         processing_s=time.perf_counter() - started,
         note=None if segments else NO_SPEECH_NOTE,
+        words=tuple(words) if timer is not None else None,
     )
+
+
+def _word_timer(transcriber: Transcriber) -> WordTranscriber:
+    if not getattr(transcriber, "word_timestamps", False):
+        raise ConfigError(
+            "this speech model cannot time words (a whisper export without the alignment"
+            " output): re-prepare it with `mcp-media models prepare`"
+        )
+    return transcriber  # type: ignore[return-value]
 
 
 def timed_segments(

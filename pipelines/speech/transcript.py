@@ -12,6 +12,22 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
+class Word:
+    """A word and when it is spoken (seconds), as OpenAI's verbose_json reports words."""
+
+    word: str
+    start: float
+    end: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {"word": self.word, "start": round(self.start, 3), "end": round(self.end, 3)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Word:
+        return cls(str(data["word"]), float(data["start"]), float(data["end"]))
+
+
+@dataclass(frozen=True, slots=True)
 class Segment:
     """A timed phrase, with what whisper's decoding said of the window it came from (as
     OpenAI's verbose_json reports it): the tokens written (text and timestamps), the
@@ -26,6 +42,9 @@ class Segment:
     avg_logprob: float = 0.0
     compression_ratio: float = 0.0
     no_speech_prob: float = 0.0
+    # What a recognizer found of each word when asked (times as the segment's); the
+    # transcript gathers them, so they are not written with the segment.
+    words: tuple[Word, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -61,6 +80,7 @@ class Transcript:
     duration_s: float
     processing_s: float
     note: str | None = None  # NO_SPEECH_NOTE when nobody speaks in the audio
+    words: tuple[Word, ...] | None = None  # None: word times were not asked for
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -70,6 +90,7 @@ class Transcript:
             "duration_s": round(self.duration_s, 3),
             "processing_s": round(self.processing_s, 3),
             "segments": [s.to_dict() for s in self.segments],
+            **({} if self.words is None else {"words": [w.to_dict() for w in self.words]}),
         }
 
     @classmethod
@@ -82,6 +103,7 @@ class Transcript:
             duration_s=float(data.get("duration_s", 0.0)),
             processing_s=float(data.get("processing_s", 0.0)),
             note=data.get("note"),
+            words=None if "words" not in data else tuple(Word.from_dict(w) for w in data["words"]),
         )
 
 
@@ -92,16 +114,19 @@ class TranscriptFormat(StrEnum):
     VTT = "vtt"
 
 
-def format_transcript(transcript: Transcript, fmt: TranscriptFormat | str) -> str:
+def format_transcript(
+    transcript: Transcript, fmt: TranscriptFormat | str, words: bool = False
+) -> str:
+    """`words`: subtitles with one cue per word (the transcript's `words`)."""
     match TranscriptFormat(fmt):
         case TranscriptFormat.TEXT:
             return to_text(transcript)
         case TranscriptFormat.JSON:
             return to_json(transcript)
         case TranscriptFormat.SRT:
-            return to_srt(transcript)
+            return to_srt(transcript, words)
         case TranscriptFormat.VTT:
-            return to_vtt(transcript)
+            return to_vtt(transcript, words)
 
 
 def to_text(transcript: Transcript) -> str:
@@ -125,19 +150,27 @@ def _cue_text(text: str) -> str:
     return "\n".join(textwrap.wrap(text.replace("-->", "->"), width=42)) or text
 
 
-def to_srt(transcript: Transcript) -> str:
+def _cues(transcript: Transcript, words: bool) -> list[tuple[float, float, str]]:
+    """(start, end, text) of each segment, or of each word when `words` (no words were
+    timed: none)."""
+    if words:
+        return [(w.start, w.end, w.word) for w in transcript.words or ()]
+    return [(s.start, s.end, s.text) for s in transcript.segments]
+
+
+def to_srt(transcript: Transcript, words: bool = False) -> str:
     cues = [
-        f"{i}\n{_timestamp(s.start, ',')} --> {_timestamp(s.end, ',')}\n{_cue_text(s.text)}\n"
-        for i, s in enumerate(transcript.segments, start=1)
+        f"{i}\n{_timestamp(start, ',')} --> {_timestamp(end, ',')}\n{_cue_text(text)}\n"
+        for i, (start, end, text) in enumerate(_cues(transcript, words), start=1)
     ]
     return "\n".join(cues)
 
 
-def to_vtt(transcript: Transcript) -> str:
+def to_vtt(transcript: Transcript, words: bool = False) -> str:
     cues = [
-        f"{_timestamp(s.start, '.')} --> {_timestamp(s.end, '.')}\n"
-        + _cue_text(s.text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        f"{_timestamp(start, '.')} --> {_timestamp(end, '.')}\n"
+        + _cue_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         + "\n"
-        for s in transcript.segments
+        for start, end, text in _cues(transcript, words)
     ]
     return "\n".join(["WEBVTT\n", *cues])

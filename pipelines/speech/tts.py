@@ -5,8 +5,9 @@ model; `TextToSpeech.for_voice` switches voice per request without loading anyth
 Chinese voices get Chinese text rules (`text_zh`), the others the English ones.
 
 Sentences are synthesised one at a time, so `TextToSpeech.stream` hands out the first
-sentence's audio while the rest is still to come, and memory follows one sentence. Audio
-that comes out empty or silent is an error, never a result.
+sentence's audio while the rest is still to come, and memory follows one sentence; the first
+sentence's opening words go alone (`chunks`), so the first audio waits for a few words' work.
+Audio that comes out empty or silent is an error, never a result.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from numpy.typing import NDArray
 
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.speech.blend import BlendError, Mix, is_blend, mix, parse_blend
+from pipelines.speech.chunks import Chunk, plan
 from pipelines.speech.config import TtsConfig
 from pipelines.speech.encode import SpeechFile
 from pipelines.speech.text import prepare
@@ -34,6 +36,8 @@ Samples = NDArray[np.float32]
 _VITS_KEYS = ("sample_rate", "n_speakers", "language", "comment")
 _KOKORO_KEYS = ("model_type", "sample_rate", "n_speakers", "has_espeak", "style_dim")
 _SILENT_PEAK = 0.02  # speech from these voices peaks near 0.5; unknown phonemes near 0.01
+_QUIET = 0.01  # below this a sample at the edge of a piece is the voice's own silence
+_JOIN_KEEP_S = 0.1  # silence kept on each side where a sentence was cut in two pieces
 
 
 class Phonemizer(Protocol):
@@ -85,7 +89,9 @@ class Speech:
 
 @dataclass(frozen=True, slots=True)
 class SpokenSentence:
-    index: int
+    """A sentence's audio, or a piece of the first sentence's (`chunks.Chunk`)."""
+
+    index: int  # the sentence's
     text: str
     samples: Samples  # includes the pause before it, except for the first sentence
     sample_rate: int
@@ -332,27 +338,35 @@ class TextToSpeech:
             raise SynthesisError(f"the voice returned silence for {sentence!r}")
         return samples
 
-    def stream(self, text: str) -> Iterator[SpokenSentence]:
-        """Audio sentence by sentence; the first arrives after one sentence's work."""
-        return self._speak_all(self.sentences(text))
+    def chunks(self, text: str) -> list[Chunk]:
+        """The pieces `stream` speaks; raises like `sentences`."""
+        chinese = self.config.language.startswith("zh")
+        return plan(self.sentences(text), self.config.first_chunk_words or 0, chinese)
 
-    def _speak_all(self, sentences: list[str]) -> Iterator[SpokenSentence]:
+    def stream(self, text: str) -> Iterator[SpokenSentence]:
+        """Audio piece by piece; the first arrives after a few words' work."""
+        return self._speak_all(self.chunks(text))
+
+    def _speak_all(self, chunks: list[Chunk]) -> Iterator[SpokenSentence]:
         pause = np.zeros(int(self.config.sentence_pause_s * self.sample_rate), np.float32)
-        for index, sentence in enumerate(sentences):
-            samples = self.speak_sentence(sentence)
-            if index and pause.size:
+        keep = int(_JOIN_KEEP_S * self.sample_rate)
+        for index, chunk in enumerate(chunks):
+            samples = self.speak_sentence(chunk.text)
+            cut_after = index + 1 < len(chunks) and not chunks[index + 1].opens
+            samples = _trim_join(samples, keep, start=not chunk.opens, end=cut_after)
+            if chunk.sentence and chunk.opens and pause.size:
                 samples = np.concatenate([pause, samples])
-            yield SpokenSentence(index, sentence, samples, self.sample_rate)
+            yield SpokenSentence(chunk.sentence, chunk.text, samples, self.sample_rate)
 
     def synthesize(self, text: str) -> Speech:
         started = time.perf_counter()
-        parts = [part.samples for part in self.stream(text)]
-        samples = np.concatenate(parts)
+        parts = list(self.stream(text))
+        samples = np.concatenate([part.samples for part in parts])
         return Speech(
             sample_rate=self.sample_rate,
             duration_s=len(samples) / self.sample_rate,
             samples=samples,
-            sentences=len(parts),
+            sentences=parts[-1].index + 1,
             processing_s=time.perf_counter() - started,
         )
 
@@ -369,12 +383,10 @@ class TextToSpeech:
         end: together they are the file as streamed (see `encode.TeeSink`).
         """
         started = time.perf_counter()
-        sentences = self.sentences(text)  # text errors before a file is started
+        chunks = self.chunks(text)  # text errors before a file is started
         with SpeechFile(path, self.sample_rate, fmt) as out:
-            count = 0
-            for part in self._speak_all(sentences):
+            for part in self._speak_all(chunks):
                 out.write(part.samples)
-                count += 1
                 if on_chunk is not None and (chunk := out.drain()):
                     on_chunk(chunk)
         if on_chunk is not None and (chunk := out.drain()):
@@ -383,6 +395,20 @@ class TextToSpeech:
             sample_rate=self.sample_rate,
             duration_s=out.frames / self.sample_rate,
             path=path,
-            sentences=count,
+            sentences=chunks[-1].sentence + 1,
             processing_s=time.perf_counter() - started,
         )
+
+
+def _trim_join(samples: Samples, keep: int, *, start: bool, end: bool) -> Samples:
+    """Where one sentence was cut in two pieces, the voice's silence at the cut (Kokoro
+    pads each run with about 0.3 s) shortened to `keep` samples on each side, so the join
+    sounds like a comma, not a full stop. Only quiet samples at the very edge go."""
+    if not (start or end):
+        return samples
+    loud = np.flatnonzero(np.abs(samples) >= _QUIET)
+    if loud.size == 0:
+        return samples
+    first = max(int(loud[0]) - keep, 0) if start else 0
+    last = min(int(loud[-1]) + 1 + keep, samples.size) if end else samples.size
+    return samples[first:last]

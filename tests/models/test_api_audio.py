@@ -6,7 +6,6 @@ the refusals (auth, oversize, garbage, no worker, queue over high water, wait ru
 from __future__ import annotations
 
 import io
-import json
 import re
 import threading
 import warnings
@@ -26,7 +25,7 @@ from pipelines.media import Capability, MediaKind
 from tests.support.audio_samples import corrupt, tone
 from tests.support.audio_samples import encode as encode_audio
 from tests.support.cluster import Cluster
-from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door
+from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door, speech_events
 from workers import keys
 from workers.configs import store_request, synthesis_request
 
@@ -240,15 +239,7 @@ def test_speech_as_server_sent_events(speech_api: tuple[Cluster, Served, OpenAI]
     _cluster, served, _api = speech_api
     body = {"model": "tts-1", "voice": "alloy", "input": LONG_TEXT[:400], "stream_format": "sse",
             "response_format": "pcm"}  # fmt: skip
-    events = []
-    with httpx2.stream(
-        "POST", f"{served.url}/v1/audio/speech", json=body, timeout=300,
-        headers={"Authorization": f"Bearer {served.key}"},
-    ) as response:  # fmt: skip
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                events.append(json.loads(line[6:]))
+    events = speech_events(served, body)
     assert events[-1]["type"] == "speech.audio.done"
     deltas = [e for e in events if e["type"] == "speech.audio.delta"]
     assert len(deltas) > 1  # one per sentence or so, not one blob

@@ -1,10 +1,11 @@
 """Voices by name through a real serve, a real tts worker and the official `openai` client on
 the real Kokoro v1.0 and piper voices: each voice answers for itself (never from another's
-cache), every prepared voice by its own name, the lists Open WebUI reads without a key, and
-Kokoro blends."""
+cache), every prepared voice by its own name, the lists Open WebUI reads without a key,
+Kokoro blends, and Kokoro's first audio as a short piece of its own."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +17,12 @@ import openai
 import pytest
 from openai import OpenAI
 
-from pipelines.engines.registry import load_tts
-from pipelines.speech.config import TtsConfig
+from pipelines.engines.registry import load_transcriber, load_tts
+from pipelines.speech.audio import write_wav
+from pipelines.speech.config import SttConfig, TtsConfig
+from pipelines.speech.stt import transcribe
 from pipelines.speech.tts import VoiceError
-from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door
+from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door, speech_events
 from workers.provisioning.models import ModelInfo, prepare
 
 pytestmark = pytest.mark.models
@@ -135,3 +138,49 @@ def test_a_blend_is_the_normalised_weighted_average(models_home: Path, quality_m
         assert len(alone) != len(blend) or not np.allclose(alone, blend, atol=1e-3)
     with pytest.raises(VoiceError, match="mixes languages"):
         kokoro.for_voice("af_heart+zm_yunxi")
+
+
+REPORT = (
+    "The quarterly report shows that sales grew by twelve percent in the north. "
+    "Thank you all for the hard work."
+)
+
+
+def test_a_streamed_kokoro_reply_opens_with_a_short_piece_of_its_own(
+    voices_api: tuple[Served, OpenAI],
+) -> None:
+    """The first audio waits for a few words, not the whole first sentence: the first
+    streamed chunk is far shorter than that sentence's four seconds of speech."""
+    served, _api = voices_api
+    body = {"model": "kokoro-v1.0", "voice": "af_heart", "input": REPORT,
+            "stream_format": "sse", "response_format": "pcm"}  # fmt: skip
+    events = speech_events(served, body)
+    deltas = [base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta"]
+    seconds = [len(d) / 2 / 24_000 for d in deltas]  # 24 kHz s16le
+    assert len(deltas) >= 3, seconds  # the opening words, the rest of the sentence, the next
+    assert 0.5 < seconds[0] < 2.5, seconds
+    assert sum(seconds) > 6.0, seconds
+
+
+def test_kokoro_speaks_every_word_when_the_first_sentence_is_cut(
+    models_home: Path, quality_models: Any, tmp_path: Path
+) -> None:
+    """On the engine: the first piece is the opening words, the pieces are the text, and
+    whisper hears the words on both sides of the cut."""
+    kokoro = load_tts(TtsConfig(models_home / "models" / "kokoro-v1.0")).for_voice("af_heart")
+    parts = list(kokoro.stream(REPORT))
+    assert [p.text for p in parts] == [
+        "The quarterly report shows",
+        "that sales grew by twelve percent in the north.",
+        "Thank you all for the hard work.",
+    ]
+    assert [p.index for p in parts] == [0, 0, 1]
+    samples = np.concatenate([p.samples for p in parts])
+    whole = kokoro.synthesize(REPORT)
+    assert whole.samples is not None and np.array_equal(whole.samples, samples)
+    assert whole.sentences == 2
+    stt = SttConfig(models_home / "models" / "whisper-tiny.en")
+    wav = write_wav(tmp_path / "report.wav", samples, kokoro.sample_rate)
+    text = transcribe(wav, load_transcriber(stt), stt).text.lower()
+    assert "report shows that sales" in text, text
+    assert "thank you all for the hard work" in text, text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import redis
 from openai import OpenAI
 
@@ -78,3 +80,17 @@ def speech_door(
                 yield cluster, served, api
         finally:
             cluster.stop()
+
+
+def speech_events(served: Served, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The server-sent events of one `/v1/audio/speech` request (`stream_format` sse)."""
+    events = []
+    with httpx2.stream(
+        "POST", f"{served.url}/v1/audio/speech", json=dict(body), timeout=300,
+        headers={"Authorization": f"Bearer {served.key}"},
+    ) as response:  # fmt: skip
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+    return events

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from pipelines.media import Capability
 from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
+from workers.admission import WaitBudget
 from workers.gateway import answers
 from workers.store import ResultStore
 
@@ -43,6 +45,18 @@ def check_put_get_and_sidecar_truth(make: MakeStore, tmp: Path) -> None:
     # A fresh store over the same sidecars finds the result: the files are the truth.
     again = make(tmp)
     assert again.get(KEY) == got
+
+
+def check_counts_say_where_each_key_stands_after_a_retry(make: MakeStore, tmp: Path) -> None:
+    store = make(tmp)
+    store.put(envelope(status=Status.FAILED, job_id="first"))
+    store.put(envelope(OTHER, status=Status.FAILED, job_id="other"))
+    assert store.status_counts(KEY.capability.value) == {"failed": 1}
+    store.put(envelope(status=Status.DONE, job_id="retried"))  # the retry succeeded
+    assert store.status_counts(KEY.capability.value) == {"done": 1}
+    store.put(envelope(status=Status.DONE, job_id="again"))  # reprocessed: still one key
+    assert store.status_counts(KEY.capability.value) == {"done": 1}
+    assert store.status_counts(OTHER.capability.value) == {"failed": 1}
 
 
 def check_claims_are_exclusive_and_token_checked(make: MakeStore, tmp: Path) -> None:
@@ -222,6 +236,45 @@ def check_admitted_jobs_expire(make: MakeStore, tmp: Path, wait: Wait) -> None:
     assert store.admit(OTHER, "next", 1, "vision", 1, force=False).decision == "queued"
 
 
+def _speech(capability: Capability, n: int) -> ResultKey:
+    return ResultKey(capability, "abc123", f"{n:064x}")
+
+
+def check_admission_by_expected_wait(make: MakeStore, tmp: Path) -> None:
+    store = make(tmp)
+    budget = WaitBudget(10.0, 2)  # the caller waits 10 s; 2 slots serve the queue
+    stt = Capability.AUDIO_TRANSCRIBE
+    for n in range(100, 110):  # nothing measured yet: nothing is refused
+        assert store.admit(_speech(stt, n), f"early{n}", 60, "stt", 0, False, budget).job_id
+        store.started("stt", f"early{n}")
+        store.put(replace(envelope(_speech(stt, n), job_id=f"early{n}"), elapsed_ms=4000))
+    assert store.service_time("stt") == 4.0
+    decisions = [
+        store.admit(_speech(stt, n), f"job{n}", 60, "stt", 0, False, budget) for n in range(6)
+    ]
+    # ahead 0..4 (two start at once, then 6, 8, 10 s expected): queued; ahead 5: 12 s
+    assert [d.decision for d in decisions] == ["queued"] * 5 + ["busy"]
+    assert decisions[5].expected == 12.0 and decisions[5].job_id is None
+    assert store.inflight_job(_speech(stt, 5)) is None  # a refusal registers nothing
+    # the same content is never refused: joined to its job, or answered by its result
+    joined = store.admit(_speech(stt, 0), "again", 60, "stt", 0, False, budget)
+    assert (joined.decision, joined.job_id) == ("joined", "job0")
+    settled = store.admit(_speech(stt, 100), "again", 60, "stt", 0, False, budget)
+    assert settled.decision == "settled"
+    store.started("stt", "job0")  # running is still ahead of new jobs
+    assert store.admit(_speech(stt, 5), "job5", 60, "stt", 0, False, budget).decision == "busy"
+    store.put(replace(envelope(_speech(stt, 0), job_id="job0"), elapsed_ms=4000))
+    assert store.admit(_speech(stt, 5), "job5", 60, "stt", 0, False, budget).decision == "queued"
+    # a job that would start at once is never refused, however long jobs take
+    tts = Capability.AUDIO_SYNTHESIZE
+    store.put(replace(envelope(_speech(tts, 0), job_id="slow"), elapsed_ms=100_000))
+    found = [store.admit(_speech(tts, n), f"t{n}", 60, "tts", 0, False, budget) for n in (1, 2, 3)]
+    assert [d.decision for d in found] == ["queued", "queued", "busy"]
+    assert found[2].expected == 150.0
+    # no budget (a caller that waits its turn): never refused
+    assert store.admit(_speech(tts, 4), "t4", 60, "tts", 0, False).decision == "queued"
+
+
 def check_dead_letters_are_counted_dropped_and_cleared(make: MakeStore, tmp: Path) -> None:
     store = make(tmp)
     store.dead_letter("a", KEY, "delivered 4 times")
@@ -292,12 +345,14 @@ def check_chunk_streams_hand_output_over_in_order(make: MakeStore, tmp: Path) ->
 
 CHECKS: list[Check] = [
     check_put_get_and_sidecar_truth,
+    check_counts_say_where_each_key_stands_after_a_retry,
     check_claims_are_exclusive_and_token_checked,
     check_one_winner_among_threads,
     check_inflight_jobs_share_one_id,
     check_deliveries_and_dead_letters,
     check_admission_decides_once,
     check_admission_burst_stops_at_high_water,
+    check_admission_by_expected_wait,
     check_dead_letters_are_counted_dropped_and_cleared,
     check_pauses_locks_reports_and_records,
     check_chunk_streams_hand_output_over_in_order,

@@ -48,4 +48,4 @@ def test_a_spoken_reply_plays_the_audio_it_produced() -> None:
     html = views.result_item(
         envelope("audio.synthesize", {"audio_sha256": spoken, "duration_s": 1.5})
     )
-    assert f'<audio controls preload=none src="/page/media/{spoken}">' in html
+    assert f'<audio controls preload=metadata src="/page/media/{spoken}">' in html

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.onnx_metadata import read_onnx_metadata
+from pipelines.speech.layout import is_multilingual
 from workers.api.errors import ApiError
 from workers.configs import stt_config
 from workers.settings import Settings
@@ -34,14 +35,16 @@ STT_ALIAS = "whisper-1"
 class SttModel:
     id: str
     multilingual: bool
+    word_timestamps: bool = False  # its export carries the alignment that times words
 
 
 @functools.lru_cache(maxsize=8)
-def _multilingual(model_dir: Path) -> bool:
+def _word_timestamps(model_dir: Path) -> bool:
+    """Whether the export carries the alignment that times words (native whisper only)."""
     for name in ("encoder.int8.onnx", "encoder.onnx"):
         if (model_dir / name).is_file():
             try:
-                return read_onnx_metadata(model_dir / name).get("is_multilingual", "0") != "0"
+                return "alignment_heads" in read_onnx_metadata(model_dir / name)
             except Exception:  # unreadable: the worker's probe says why
                 return False
     return False
@@ -49,7 +52,7 @@ def _multilingual(model_dir: Path) -> bool:
 
 def stt_model(settings: Settings) -> SttModel:
     model_dir = stt_config(settings).model_dir
-    return SttModel(model_dir.name, _multilingual(model_dir))
+    return SttModel(model_dir.name, is_multilingual(model_dir), _word_timestamps(model_dir))
 
 
 def voices(settings: Settings) -> list[Voice]:

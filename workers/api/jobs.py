@@ -1,6 +1,7 @@
 """One job for one request, as every route runs it, through the job gateway: answered from a
 stored result when there is one, refused while the cluster cannot take it (503 with no
-worker, 429 when admission finds the queue at its high water), else submitted and waited for
+worker, 429 when admission finds the queue at its high water, or the new job expected to
+finish past MCP_MEDIA_API__WAIT by the work ahead of it), else submitted and waited for
 (504 with the job id when the wait runs out).
 
 Waiting follows the events channel and holds no thread; the gateway's other calls (redis-py,
@@ -21,7 +22,7 @@ from pipelines.results import Envelope, ResultKey, Status
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.capabilities import CAPABILITIES
-from workers.gateway import Admission, JobHandle, QueueFull, answers
+from workers.gateway import Admission, JobHandle, QueueBusy, QueueFull, answers
 
 if TYPE_CHECKING:
     from workers.client import MediaClient
@@ -85,10 +86,19 @@ async def submit(
         await served(ctx, capability)
 
     def send() -> JobHandle:
-        return client.submit_one(capability, sha256, path, params=params, limit=True)
+        return client.submit_one(
+            capability, sha256, path, params=params, limit=True, within=ctx.settings.api.wait
+        )
 
     try:
         handle = await to_thread.run_sync(send)
+    except QueueBusy as exc:
+        raise ApiError(
+            429,
+            str(exc),
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(exc.retry_after)},
+        ) from None
     except QueueFull as exc:
         raise ApiError(
             429,

@@ -3,6 +3,9 @@ serves stt and one serves tts; workers announce themselves only after their prob
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from anyio import to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -13,6 +16,15 @@ from workers.api.context import ApiContext
 from workers.api.jobs import client_of
 
 READY_QUEUES = ("stt", "tts")
+# Which engine and model folder made a transcript or a speech file (a result's output says).
+ENGINE_HEADER, MODEL_HEADER = "X-MCP-Media-Engine", "X-MCP-Media-Model"
+
+
+def made_by(output: Mapping[str, Any]) -> dict[str, str]:
+    """The response headers naming what made `output` (none for results made before it
+    was recorded)."""
+    named = {ENGINE_HEADER: output.get("engine"), MODEL_HEADER: output.get("model")}
+    return {header: str(value) for header, value in named.items() if value}
 
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:

@@ -23,14 +23,16 @@ from starlette.routing import BaseRoute, Route
 
 from pipelines.media import Capability
 from pipelines.results import Envelope
+from pipelines.speech.layout import engine_or_default
 from workers import keys
 from workers.api import jobs
 from workers.api.bodies import read_json
 from workers.api.catalog import TTS_MODELS, aliases, resolve_voice, tts_models, voices
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
+from workers.api.models import made_by
 from workers.api.relay import Relay
-from workers.configs import store_request, synthesis_request
+from workers.configs import store_request, synthesis_request, tts_model
 
 # OpenAI's response_format -> (the job's format, content type).
 FORMATS = {
@@ -118,6 +120,13 @@ def _output_path(envelope: Envelope, job_id: str) -> Path:
     return Path(str(jobs.check_done(envelope, job_id)["path"]))
 
 
+def _predicted(ctx: ApiContext, voice: str) -> dict[str, str]:
+    """What will make a stream still being spoken: the voice's folder and its engine."""
+    folder, _ = tts_model(ctx.settings, voice)
+    engine = engine_or_default(ctx.settings.tts.engine, folder, "tts")
+    return made_by({"engine": engine, "model": folder.name})
+
+
 def routes(ctx: ApiContext) -> list[BaseRoute]:
     async def speech(request: Request) -> Response:
         data = await read_json(request, ctx.settings.api.max_speech_request_kb * 1024)
@@ -130,15 +139,22 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         if job.cached or not stream:
             done = await jobs.wait(ctx, job)
             path = _output_path(done, job.handle.id)
+            headers = made_by(done.output)
             if stream_format == "audio":
-                return FileResponse(path, media_type=content_type)
-            return _respond(_file_chunks(path), content_type, stream_format)
+                return FileResponse(path, media_type=content_type, headers=headers)
+            answer = _respond(_file_chunks(path), content_type, stream_format)
+            answer.headers.update(headers)
+            return answer
         relay = Relay(ctx, job)
         first, envelope = await relay.first()
         if envelope is not None:  # a job that streams nothing (joined, or failed first)
             path = _output_path(envelope, job.handle.id)
-            return _respond(_file_chunks(path), content_type, stream_format)
-        return _respond(relay.rest(first), content_type, stream_format)
+            answer = _respond(_file_chunks(path), content_type, stream_format)
+            answer.headers.update(made_by(envelope.output))
+            return answer
+        answer = _respond(relay.rest(first), content_type, stream_format)
+        answer.headers.update(_predicted(ctx, str(params["voice"])))
+        return answer
 
     async def list_voices(request: Request) -> JSONResponse:
         """Open WebUI and Kokoro-FastAPI's shape: `{"voices": [{"id", "name", ...}]}`."""

@@ -6,6 +6,10 @@ only `en`) and is part of the job's key; a Chinese tag also picks the script of 
 (`zh-Hans`/`zh-CN` Simplified, `zh-Hant` Traditional, `zh-TW`/`zh-HK` their own standards,
 plain `zh` the configured default, MCP_MEDIA_STT__CHINESE_SCRIPT); `prompt` and
 `temperature` are accepted and ignored: our whisper decodes greedily and takes no prompt.
+`timestamp_granularities[]=word` times each word (whisper's cross-attention alignment): the
+`words` of `verbose_json` (with `segment` too, both; else words alone, as OpenAI answers), one
+cue per word in `srt` and `vtt`; the formats without times ignore it. Timed words are a job
+option, so they are part of the job's key.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from workers.api import jobs
 from workers.api.catalog import stt_model
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
+from workers.api.models import made_by
 from workers.api.relay import Relay
 from workers.api.uploads import Form, read_form
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
+TIMED_FORMATS = ("verbose_json", "srt", "vtt")  # where word times can be written
 LANGUAGE_NAMES = {
     "en": "english", "de": "german", "es": "spanish", "fr": "french", "it": "italian",
     "ja": "japanese", "pt": "portuguese", "ru": "russian", "zh": "chinese", "nl": "dutch",
@@ -60,12 +66,23 @@ def _options(ctx: ApiContext, form: Form, task: str) -> dict[str, str]:
             value = -1.0
         if not 0.0 <= value <= 1.0:
             raise ApiError(400, "temperature must be a number from 0 to 1", param="temperature")
-    for name in form.fields.get("timestamp_granularities[]", []):
+    granularities = form.fields.get("timestamp_granularities[]", [])
+    for name in granularities:
         if name not in ("segment", "word"):
             raise ApiError(
                 400, f"unknown timestamp granularity {name!r}", param="timestamp_granularities[]"
             )
     options = {"task": task}
+    if "word" in granularities and fmt in TIMED_FORMATS:
+        if not model.word_timestamps:
+            raise ApiError(
+                400,
+                f"{model.id} cannot time words: its export predates word timestamps;"
+                " re-prepare it (mcp-media models prepare)",
+                param="timestamp_granularities[]",
+                code="word_timestamps_unsupported",
+            )
+        options["words"] = "1"
     language = (form.get("language") or "").strip().lower()
     if task == "translate" and not model.multilingual:
         raise ApiError(
@@ -87,16 +104,22 @@ def _options(ctx: ApiContext, form: Form, task: str) -> dict[str, str]:
     return options
 
 
-def _answer(transcript: Transcript, fmt: str, task: str) -> Response:
+def _answer(transcript: Transcript, fmt: str, task: str, granularities: list[str]) -> Response:
+    words = "word" in granularities
     match fmt:
         case "text":
             return PlainTextResponse(transcript.text + "\n" if transcript.text else "")
         case "srt":
-            return PlainTextResponse(to_srt(transcript))
+            return PlainTextResponse(to_srt(transcript, words))
         case "vtt":
-            return PlainTextResponse(to_vtt(transcript), media_type="text/vtt")
+            return PlainTextResponse(to_vtt(transcript, words), media_type="text/vtt")
         case "verbose_json":
-            return JSONResponse(verbose(transcript, task))
+            answer = verbose(transcript, task)
+            if words:
+                answer["words"] = openai_words(transcript)
+                if "segment" not in granularities:
+                    del answer["segments"]
+            return JSONResponse(answer)
     return JSONResponse({"text": transcript.text, "usage": _usage(transcript)})
 
 
@@ -107,7 +130,7 @@ def _usage(transcript: Transcript) -> dict[str, Any]:
 def verbose(transcript: Transcript, task: str) -> dict[str, Any]:
     """OpenAI's verbose_json: segments with start/end and what whisper's decoding said of
     each one's window (tokens, seek in 10 ms frames, avg_logprob, compression_ratio,
-    no_speech_prob); greedy decoding, so temperature 0 (no word times yet)."""
+    no_speech_prob); greedy decoding, so temperature 0."""
     return {
         "task": task,
         "language": LANGUAGE_NAMES.get(transcript.language, transcript.language),
@@ -130,6 +153,19 @@ def verbose(transcript: Transcript, task: str) -> dict[str, Any]:
         ],
         "usage": _usage(transcript),
     }
+
+
+def openai_words(transcript: Transcript) -> list[dict[str, Any]]:
+    """The transcript's words as OpenAI writes them: no surrounding punctuation."""
+    found = []
+    for word in transcript.words or ():
+        text = word.word.strip(_PUNCTUATION)
+        if text:
+            found.append({"word": text, "start": word.start, "end": word.end})
+    return found
+
+
+_PUNCTUATION = " \"'“”‘’¿¡([{«»}])-.,;:!?。，、！？：；"
 
 
 def _delta(text: str) -> bytes:
@@ -186,10 +222,17 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
                 return StreamingResponse(_live(ctx, relay, first), media_type="text/event-stream")
             job = replace(job, handle=replace(job.handle, envelope=finished))
         envelope = await jobs.wait(ctx, job)
-        transcript = Transcript.from_dict(jobs.check_done(envelope, job.handle.id))
+        output = jobs.check_done(envelope, job.handle.id)
+        transcript = Transcript.from_dict(output)
         if stream:
-            return StreamingResponse(_events(transcript), media_type="text/event-stream")
-        return _answer(transcript, form.get("response_format") or "json", task)
+            answer: Response = StreamingResponse(
+                _events(transcript), media_type="text/event-stream"
+            )
+        else:
+            granularities = form.fields.get("timestamp_granularities[]", [])
+            answer = _answer(transcript, form.get("response_format") or "json", task, granularities)
+        answer.headers.update(made_by(output))
+        return answer
 
     async def transcriptions(request: Request) -> Response:
         return await run(request, "transcribe")

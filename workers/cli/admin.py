@@ -162,6 +162,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
                 f"{info.name:24} {info.kind.value:4} {info.size_bytes / 1e6:7.1f} MB  "
                 f"{info.licence:12} {info.source}  {info.path}\n"
             )
+            if info.engine:
+                sys.stdout.write(f"{'':24} engine: {info.engine}\n")
             if info.languages:
                 sys.stdout.write(f"{'':24} languages: {', '.join(info.languages)}\n")
             for voice, language in info.voices:

@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
         " Mandarin is written in Simplified (MCP_MEDIA_STT__CHINESE_SCRIPT); zh-Hant, zh-TW"
         " or zh-HK ask for Traditional, zh-Hans or zh-CN for Simplified",
     )
+    p.add_argument(
+        "--words",
+        action="store_true",
+        help="time each word: `words` in --format json and --json, one cue per word in srt/vtt",
+    )
     _job_flags(p)
     p.set_defaults(handler=cmd_transcribe)
 

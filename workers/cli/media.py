@@ -86,8 +86,11 @@ def _transcript_json(handle: Any) -> dict[str, Any]:
             {"start": seg["start"], "end": seg["end"], "text": seg["text"]}
             for seg in out.get("segments", [])
         ],
+        **({"words": out["words"]} if "words" in out else {}),
         "language": out.get("language"),
         "duration_s": out.get("duration_s"),
+        "engine": out.get("engine"),
+        "model": out.get("model"),
         "status": handle.status.value,
         "id": handle.id,
         "reason": handle.envelope.reason if handle.envelope is not None else None,
@@ -100,7 +103,8 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
 
     stored = store_file(settings, Path(args.file), "audio")
     job = JobRequest(Capability.AUDIO_TRANSCRIBE, stored.sha256, stored.path)
-    params = {"language": args.language} if args.language else None
+    given = {"language": args.language, "words": "1" if args.words else None}
+    params = {k: v for k, v in given.items() if v} or None
     trace_id = args.trace_id or uuid.uuid4().hex[:16]
     (handle,) = run_jobs(args, settings, [job], trace_id, params)
     if args.json:
@@ -121,7 +125,8 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
     transcript = Transcript.from_dict(
         {**out, "note": out.get("note") or (None if out["text"] else NO_SPEECH_NOTE)}
     )
-    sys.stdout.write(format_transcript(transcript, args.format).rstrip("\n") + "\n")
+    text = format_transcript(transcript, args.format, words=args.words)
+    sys.stdout.write(text.rstrip("\n") + "\n")
     return 0
 
 
@@ -168,6 +173,8 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
         "media_tag": media_tag,
         "status": handle.status.value,
         "sha256": out.get("audio_sha256"),
+        "engine": out.get("engine"),
+        "model": out.get("model"),
     }
     if args.json:
         row["id"] = handle.id

@@ -81,6 +81,7 @@ class InlineGateway(JobGateway):
         force: bool = False,
         limit: bool = False,
         ref: BlobRef | None = None,
+        within: float | None = None,  # jobs run here, each in its caller's turn: no estimate
     ) -> JobHandle:
         key = self.key(capability, sha256, params)
         existing = self.get(key)

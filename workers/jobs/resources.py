@@ -65,8 +65,9 @@ class Resources:
         and task, each loaded once."""
         from workers.jobs.speech import build_transcriber
 
-        # The script is applied to the text after decoding: one recognizer serves them all.
-        given = {k: v for k, v in (options or {}).items() if k != "script"}
+        # The script is applied to the text after decoding, and words are timed on request:
+        # one recognizer serves them all.
+        given = {k: v for k, v in (options or {}).items() if k not in ("script", "words")}
         name = "stt" if not given else f"stt:{sorted(given.items())}"
         engines: tuple[Transcriber, SpeechDetector | None] = self._engine(
             name, lambda: build_transcriber(self.settings, given)

@@ -20,7 +20,7 @@ from pipelines.speech.stt import Progress, Transcriber, transcribe
 from pipelines.speech.tts import TextToSpeech
 from pipelines.speech.vad import SpeechDetector
 from workers.blobs import BlobRef
-from workers.configs import stt_config, tts_config, tts_model
+from workers.configs import engine_named, stt_config, tts_config, tts_model
 from workers.settings import Settings
 
 # A voice is a folder name under the models root, never a path.
@@ -72,7 +72,8 @@ def run_transcribe(
     config = stt_config(settings, options)
     chinese = chinese_writer(config.chinese_script)
     transcript = transcribe(path, transcriber, config, detector, checkpoint, chinese)
-    return StageOutcome(Status.DONE, transcript.to_dict())
+    made_by = {"engine": engine_named(config), "model": config.model_dir.name}
+    return StageOutcome(Status.DONE, {**transcript.to_dict(), **made_by})
 
 
 def run_synthesize(
@@ -120,5 +121,8 @@ def run_synthesize(
                 stored.sha256, MediaKind.AUDIO, stored.path.suffix, stored.size
             ).to_json(),
             "mime": stored.mime,
+            "engine": engine_named(tts.config),
+            "model": tts.config.model_dir.name,
+            "voice": tts.config.voice,
         },
     )

@@ -1,5 +1,6 @@
 """What runs each capability: its stage (a pipelines call plus cluster coordination), the
-engines it loads in a process, and the probe that proves a process can serve it."""
+engines it loads in a process, and the probe that proves a process can serve it
+(`workers.jobs.probes`)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,17 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import ConfigError
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
 from workers.blobs import BlobRef
 from workers.configs import stt_options
 from workers.job_control import checkpoint
+from workers.jobs.probes import probe_stt, probe_tts, probe_vision
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
 
@@ -93,55 +94,6 @@ def synthesize(
             BlobRef.from_json(blob), Path(str(outcome.output["path"])), str(mime or "")
         )
     return outcome
-
-
-def probe_vision(resources: Resources) -> None:
-    resources.vision_provider()
-
-
-def probe_tts(resources: Resources) -> float:
-    """Synthesise one word; the voice must produce sound. Returns the audio seconds."""
-    speech = resources.synthesizer().synthesize("Ready.")
-    if speech.samples is None or speech.duration_s <= 0:
-        raise ConfigError("text-to-speech probe produced no audio")
-    return speech.duration_s
-
-
-PROBE_PHRASE = "Hello, this is a test."
-
-
-def probe_stt(resources: Resources) -> str:
-    """Recognise a spoken phrase when a voice is installed, else one second of silence.
-
-    The phrase is synthesised without noise (noise scales 0): the probe must not depend on
-    a random draw of the voice's sampling noise.
-    """
-    import numpy as np
-
-    from pipelines.engines.registry import load_tts
-    from workers.configs import tts_config
-
-    transcriber, _ = resources.transcriber()
-    rate = transcriber.sample_rate
-    try:
-        voice = load_tts(
-            replace(tts_config(resources.settings), noise_scale=0.0, noise_scale_w=0.0)
-        )
-        speech = voice.synthesize(PROBE_PHRASE)
-    except ConfigError:
-        return transcriber.transcribe(np.zeros(rate, dtype=np.float32))
-    assert speech.samples is not None
-    import tempfile
-
-    from pipelines.speech.audio import decode_audio, write_wav
-
-    with tempfile.TemporaryDirectory() as scratch:
-        wav = write_wav(Path(scratch) / "probe.wav", speech.samples, speech.sample_rate)
-        samples = decode_audio(wav, rate).samples
-    text = transcriber.transcribe(samples)
-    if "test" not in text.lower():
-        raise ConfigError(f"speech-to-text probe heard {text!r} instead of {PROBE_PHRASE!r}")
-    return text
 
 
 Stage = Callable[[Resources, Path, Mapping[str, Any]], StageOutcome]

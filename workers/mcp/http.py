@@ -137,9 +137,9 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
     async with anyio.create_task_group() as tasks:
         await proxy.run_upstreams(tasks)
         try:
-            await server.serve()
+            await server.serve()  # until SIGTERM or SIGINT (uvicorn's own handlers)
         finally:
-            proxy.stop()
+            await proxy.close()
             tasks.cancel_scope.cancel()
 
 

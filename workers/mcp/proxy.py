@@ -16,29 +16,26 @@ from __future__ import annotations
 import base64
 import logging
 import math
-import weakref
+import warnings
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
+from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-from mcp.shared.exceptions import MCPError
-from mcp.shared.subscriptions import (
-    PromptsListChanged,
-    ResourcesListChanged,
-    ServerEvent,
-    ToolsListChanged,
-)
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from pipelines.errors import InvalidToolResult
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
+from workers.mcp.peers import Peer, connection_of, is_modern
 from workers.mcp.rewriter import MediaRewriter, failure_reason
 from workers.mcp.tasks import Tasks
 from workers.mcp.tools import OwnTools, error_result
@@ -46,6 +43,7 @@ from workers.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
 from workers.settings import McpSettings
 
 log = logging.getLogger("mcp_media.proxy")
+T = TypeVar("T")
 SEPARATOR = "__"
 # Blocks the rewrite forwards as they come: a result of only these is passed through.
 PLAIN_BLOCKS = frozenset({"text", "resource_link"})
@@ -64,18 +62,15 @@ class Proxy:
         self.rewriter = rewriter
         self.tools = tools
         self.limits = limits or McpSettings()
-        self.upstreams = {
-            spec.name: Upstream(spec, self._upstream_message, self.limits) for spec in specs
-        }
-        self.prefixed = len(self.upstreams) > 1
-        self._resource_owner: dict[str, str] = {}
-        self._tool_names: dict[str, frozenset[str]] = {}  # each upstream's, as last listed
+        self.specs = tuple(specs)
+        self.prefixed = len(self.specs) > 1
         self._link_mimes: OrderedDict[str, str] = OrderedDict()  # links handed out: their MIME
-        # Downstream sessions, for list-changed notifications: held weakly, so a session the
-        # transport ended (DELETE, idle timeout, a client gone) is not kept alive here.
-        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._events = InMemorySubscriptionBus()  # and the subscriptions/listen streams
-        self.server: Server[Any] = Server(
+        # Each client connection's upstream sessions (`peers`); the 2026 clients share one.
+        self._peers: dict[Connection, Peer] = {}
+        self._modern: Peer | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._events = InMemorySubscriptionBus()  # the subscriptions/listen streams
+        self.server: Server[Any] = _ProxyServer(
             "mcp-media",
             instructions=(
                 "Tool results pass through mcp-media: images and audio come with a MEDIA: path "
@@ -86,53 +81,89 @@ class Proxy:
             on_list_resources=self.list_resources,
             on_list_resource_templates=self.list_resource_templates,
             on_read_resource=self.read_resource,
+            on_subscribe_resource=self.subscribe,
+            on_unsubscribe_resource=self.unsubscribe,
             on_list_prompts=self.list_prompts,
             on_get_prompt=self.get_prompt,
+            on_completion=self.complete,
             on_subscriptions_listen=ListenHandler(self._events),
         )
-        self.tasks = Tasks(tools, self.limits)  # own tools' jobs as MCP tasks, when asked
+        # Not a constructor argument: that one warns the capability is deprecated (2026-07-28);
+        # handshake-era clients still use it.
+        self.server.add_request_handler(
+            "logging/setLevel", types.SetLevelRequestParams, self.set_level
+        )
+        self.tasks = Tasks(tools, self.limits)  # tools/call as MCP tasks, when asked
         self.tasks.install(self.server)
 
     def initialization_options(self) -> Any:
-        changes = NotificationOptions(
-            prompts_changed=True, resources_changed=True, tools_changed=True
-        )
-        return self.server.create_initialization_options(notification_options=changes)
+        return self.server.create_initialization_options()
 
     async def run_upstreams(self, task_group: anyio.abc.TaskGroup) -> None:
-        self.tasks.bind(task_group)
-        for upstream in self.upstreams.values():
-            task_group.start_soon(upstream.run)
+        """Where the upstream sessions of every client connection run."""
+        self._tasks = task_group
+        self.tasks.bind(task_group)  # and the calls MCP tasks run
+
+    def peers(self) -> list[Peer]:
+        return [*self._peers.values(), *([self._modern] if self._modern else [])]
 
     def stop(self) -> None:
-        for upstream in self.upstreams.values():
-            upstream.stop()
+        for peer in self.peers():
+            peer.stop()
+
+    async def close(self) -> None:
+        """Stop every upstream session and wait for each (and its process) to end."""
+        with anyio.CancelScope(shield=True):
+            for peer in self.peers():
+                await peer.close()
+
+    def _peer(self, ctx: Any) -> Peer:
+        """The upstream sessions of the connection `ctx` came on, started on its first use
+        and closed with the connection."""
+        connection = connection_of(ctx)
+        if is_modern(connection):
+            if self._modern is None:
+                self._modern = self._start(None)
+            return self._modern
+        assert connection is not None
+        peer = self._peers.get(connection)
+        if peer is None:
+            peer = self._peers[connection] = self._start(connection)
+            connection.exit_stack.push_async_callback(self._closed, connection)
+        return peer
+
+    def _start(self, connection: Connection | None) -> Peer:
+        if self._tasks is None:
+            raise MCPError(types.INTERNAL_ERROR, "the proxy is not running its upstreams")
+        peer = Peer(self.specs, self.limits, connection, self._events.publish, self._changed)
+        peer.start(self._tasks)
+        return peer
+
+    async def _closed(self, connection: Connection) -> None:
+        peer = self._peers.pop(connection, None)
+        if peer is not None:
+            await peer.close()
 
     # naming
 
     def _public(self, upstream: str, name: str) -> str:
         return f"{upstream}{SEPARATOR}{name}" if self.prefixed else name
 
-    def _route(self, public: str) -> tuple[Upstream, str] | None:
-        if not self.upstreams:
+    def _route(self, peer: Peer, public: str) -> tuple[Upstream, str] | None:
+        if not peer.upstreams:
             return None
         if not self.prefixed:
-            (only,) = self.upstreams.values()
+            (only,) = peer.upstreams.values()
             return only, public
         server, sep, name = public.partition(SEPARATOR)
-        if not sep or server not in self.upstreams:
+        if not sep or server not in peer.upstreams:
             return None
-        return self.upstreams[server], name
+        return peer.upstreams[server], name
 
-    def _remember(self, ctx: Any) -> None:
-        session = getattr(ctx, "session", None)
-        if session is not None:
-            self._sessions.add(session)
-
-    async def _each(self) -> list[tuple[Upstream, Any]]:
+    async def _each(self, peer: Peer) -> list[tuple[Upstream, Any]]:
         """Every upstream that answers now, with its session (a dead one is skipped)."""
         live = []
-        for upstream in self.upstreams.values():
+        for upstream in peer.upstreams.values():
             try:
                 live.append((upstream, await upstream.session()))
             except UpstreamDown as exc:
@@ -142,11 +173,11 @@ class Proxy:
     # tools
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        self._remember(ctx)
+        peer = self._peer(ctx)
         tools: list[types.Tool] = []
-        for upstream, client in await self._each():
-            listed = await self._pages(upstream, client.list_tools, "tools")
-            self._tool_names[upstream.name] = frozenset(tool.name for tool in listed)
+        for upstream, client in await self._each(peer):
+            listed = await self._pages(peer, upstream, client.list_tools, "tools")
+            peer.tool_names[upstream.name] = frozenset(tool.name for tool in listed)
             tools += [
                 tool.model_copy(update={"name": self._public(upstream.name, tool.name)})
                 for tool in listed
@@ -160,10 +191,12 @@ class Proxy:
     ) -> types.CallToolResult:
         if self.tasks.takes(ctx):  # the client named the tasks extension (workers.mcp.tasks)
             return await self.tasks.start(ctx, params.name, partial(self.call_tool, ctx, params))
-        self._remember(ctx)
+        peer = self._peer(ctx)
         arguments = dict(params.arguments or {})
-        routed = self._route(params.name)
-        if self.tools.has(params.name) and (routed is None or not await self._upstream_has(routed)):
+        routed = self._route(peer, params.name)
+        if self.tools.has(params.name) and (
+            routed is None or not await self._upstream_has(peer, routed)
+        ):
             return await self.tools.call(params.name, arguments)  # upstream tools win a clash
         if routed is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
@@ -197,7 +230,7 @@ class Proxy:
             if exc.code != types.CONNECTION_CLOSED:
                 upstream.succeeded()  # it answered
                 raise  # the upstream's own error, as it sent it
-            self._broken(upstream, exc.message)
+            self._broken(peer, upstream, exc.message)
             return error_result(
                 f"upstream {upstream.name!r} stopped while running {name!r} ({exc.message}); "
                 "it is started again on the next call"
@@ -231,42 +264,46 @@ class Proxy:
                 if len(self._link_mimes) > REMEMBERED_LINKS:
                     self._link_mimes.popitem(last=False)
 
-    async def _upstream_has(self, routed: tuple[Upstream, str]) -> bool:
+    async def _upstream_has(self, peer: Peer, routed: tuple[Upstream, str]) -> bool:
         """Whether the upstream has a tool of that name: from its last listing, so an own
         tool is not held up by an upstream busy with a long answer; asked if never listed."""
         upstream, name = routed
-        known = self._tool_names.get(upstream.name)
+        known = peer.tool_names.get(upstream.name)
         if known is None:
             try:
                 client = await upstream.session()
-                listed = await self._pages(upstream, client.list_tools, "tools")
+                listed = await self._pages(peer, upstream, client.list_tools, "tools")
             except (UpstreamDown, MCPError):
                 return False
-            known = self._tool_names[upstream.name] = frozenset(tool.name for tool in listed)
+            known = peer.tool_names[upstream.name] = frozenset(tool.name for tool in listed)
         return name in known
 
     # resources
 
     async def list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
-        self._remember(ctx)
         if getattr(params, "cursor", None):  # upstreams' come whole on the first page
             return self.tools.media_resources(params.cursor)
+        peer = self._peer(ctx)
         resources: list[types.Resource] = []
-        for upstream, client in await self._each():
-            listed = await self._pages(upstream, client.list_resources, "resources")
+        for upstream, client in await self._each(peer):
+            listed = await self._pages(peer, upstream, client.list_resources, "resources")
             for resource in listed:
-                self._resource_owner[str(resource.uri)] = upstream.name
+                peer.resource_owner[str(resource.uri)] = upstream.name
             resources += listed
         return self.tools.media_resources(None, resources)
 
     async def list_resource_templates(
         self, ctx: Any, params: Any
     ) -> types.ListResourceTemplatesResult:
+        peer = self._peer(ctx)
         templates: list[types.ResourceTemplate] = []
-        for upstream, client in await self._each():
-            templates += await self._pages(
-                upstream, client.list_resource_templates, "resource_templates"
+        for upstream, client in await self._each(peer):
+            listed = await self._pages(
+                peer, upstream, client.list_resource_templates, "resource_templates"
             )
+            for template in listed:
+                peer.resource_owner[template.uri_template] = upstream.name
+            templates += listed
         return types.ListResourceTemplatesResult(
             resource_templates=[*templates, *self.tools.resource_templates()]
         )
@@ -277,15 +314,34 @@ class Proxy:
         uri = str(params.uri)
         if uri.startswith(MEDIA_URI_PREFIX):
             return self._read_media(uri)
-        owner = self._resource_owner.get(uri)
-        candidates = [self.upstreams[owner]] if owner else list(self.upstreams.values())
+        return await self._by_resource(ctx, uri, lambda client: client.read_resource(uri))
+
+    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        uri = str(params.uri)
+        with _handshake_era():
+            await self._by_resource(ctx, uri, lambda client: client.subscribe_resource(uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: Any, params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        with _handshake_era():
+            await self._by_resource(ctx, uri, lambda client: client.unsubscribe_resource(uri))
+        return types.EmptyResult()
+
+    async def _by_resource(self, ctx: Any, uri: str, call: Callable[[Any], Awaitable[T]]) -> T:
+        """`call` on the upstream that listed `uri` (else on each until one answers)."""
+        peer = self._peer(ctx)
+        owner = peer.resource_owner.get(uri)
+        candidates = [peer.upstreams[owner]] if owner else list(peer.upstreams.values())
         last: MCPError | None = None
         for upstream in candidates:
             try:
                 client = await upstream.session()
-                read = await client.read_resource(uri)
+                answer = await call(client)
                 upstream.succeeded()
-                return read
+                return answer
             except UpstreamDown as exc:
                 last = MCPError(types.INTERNAL_ERROR, str(exc))
             except MCPError as exc:
@@ -305,9 +361,10 @@ class Proxy:
     # prompts
 
     async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
+        peer = self._peer(ctx)
         prompts: list[types.Prompt] = []
-        for upstream, client in await self._each():
-            listed = await self._pages(upstream, client.list_prompts, "prompts")
+        for upstream, client in await self._each(peer):
+            listed = await self._pages(peer, upstream, client.list_prompts, "prompts")
             prompts += [
                 prompt.model_copy(update={"name": self._public(upstream.name, prompt.name)})
                 for prompt in listed
@@ -317,7 +374,7 @@ class Proxy:
     async def get_prompt(
         self, ctx: Any, params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        routed = self._route(params.name)
+        routed = self._route(self._peer(ctx), params.name)
         if routed is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
         upstream, name = routed
@@ -329,16 +386,50 @@ class Proxy:
         upstream.succeeded()
         return prompt
 
+    # completion, logging
+
+    async def complete(self, ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        peer = self._peer(ctx)
+        ref = params.ref
+        context = params.context.arguments if params.context else None
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        if isinstance(ref, types.PromptReference):
+            routed = self._route(peer, ref.name)
+            if routed is None:
+                raise MCPError(types.INVALID_PARAMS, f"unknown prompt {ref.name!r}")
+            upstream, name = routed
+            local = ref.model_copy(update={"name": name})
+            client = await self._session(upstream)
+            completed: types.CompleteResult = await client.complete(local, argument, context)
+            return completed
+        return await self._by_resource(
+            ctx, ref.uri, lambda client: client.complete(ref, argument, context)
+        )
+
+    async def set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        """The level is set on every upstream session of this connection."""
+        peer = self._peer(ctx)
+        for upstream, client in await self._each(peer):
+            with _handshake_era():
+                await self._guard(peer, upstream, client.set_logging_level(params.level))
+        return types.EmptyResult()
+
+    async def _session(self, upstream: Upstream) -> Any:
+        try:
+            return await upstream.session()
+        except UpstreamDown as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+
     # upstream events
 
     async def _pages(
-        self, upstream: Upstream, fetch: Callable[..., Awaitable[Any]], field: str
+        self, peer: Peer, upstream: Upstream, fetch: Callable[..., Awaitable[Any]], field: str
     ) -> list[Any]:
         """Every item of an upstream's paginated list, following its cursors (MAX_PAGES)."""
         items: list[Any] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            page = await self._guard(upstream, fetch(cursor=cursor))
+            page = await self._guard(peer, upstream, fetch(cursor=cursor))
             items += getattr(page, field)
             cursor = page.next_cursor
             if not cursor:
@@ -348,38 +439,43 @@ class Proxy:
         )
         return items
 
-    async def _guard(self, upstream: Upstream, call: Any) -> Any:
+    async def _guard(self, peer: Peer, upstream: Upstream, call: Any) -> Any:
         try:
             return await call
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                self._broken(upstream, exc.message)
+                self._broken(peer, upstream, exc.message)
             raise
 
-    def _broken(self, upstream: Upstream, why: str) -> None:
-        self._tool_names.pop(upstream.name, None)  # a restarted upstream may list others
+    def _broken(self, peer: Peer, upstream: Upstream, why: str) -> None:
+        peer.tool_names.pop(upstream.name, None)  # a restarted upstream may list others
         upstream.broken(why)
 
-    async def _upstream_message(self, name: str, message: Any) -> None:
-        """Forward an upstream's list changes to our clients: as an event on their
-        `subscriptions/listen` streams (2026-07-28) and as a notification (earlier versions)."""
-        root = getattr(message, "root", message)
-        method = getattr(root, "method", "")
-        send, event = _CHANGES.get(method, (None, None))
-        if send is None or event is None:
-            return
-        if event is ToolsListChanged:
-            self._tool_names.pop(name, None)
-        await self._events.publish(event())
-        for session in list(self._sessions):
-            try:
-                await getattr(session, send)()
-            except Exception:  # that client is gone
-                self._sessions.discard(session)
+    def _changed(self, peer: Peer, name: str, method: str) -> None:
+        if method == "notifications/tools/list_changed":
+            peer.tool_names.pop(name, None)
 
 
-_CHANGES: dict[str, tuple[str, Callable[[], ServerEvent]]] = {
-    "notifications/tools/list_changed": ("send_tool_list_changed", ToolsListChanged),
-    "notifications/resources/list_changed": ("send_resource_list_changed", ResourcesListChanged),
-    "notifications/prompts/list_changed": ("send_prompt_list_changed", PromptsListChanged),
-}
+@contextmanager
+def _handshake_era() -> Iterator[None]:
+    """Forwarding a handshake-era request (logging, subscriptions) our client sent: the
+    SDK's warning that the method is deprecated at 2026-07-28 is not for our log."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        yield
+
+
+class _ProxyServer(Server[Any]):
+    """The lowlevel server, whose handshake says (over stdio and over HTTP alike, where the
+    SDK's session manager asks for the default options) that list changes are sent."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> Any:
+        changes = notification_options or NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
+        return super().create_initialization_options(changes, experimental_capabilities, extensions)

@@ -6,6 +6,9 @@ stdout carries nothing but the protocol; logs go to stderr.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,14 +36,29 @@ def build_proxy(
     return Proxy(specs, rewriter, OwnTools(rewriter, allowed_roots), settings.mcp)
 
 
+async def stop_on_signals(proxy: Proxy) -> None:
+    """SIGTERM or SIGINT: the upstreams are stopped (their processes reaped), then we exit.
+    Not by cancelling: the thread blocked reading stdin cannot be, and would hold the exit."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("%s: stopping", signal.Signals(signum).name)
+            await proxy.close()
+            proxy.rewriter.close()
+            sys.stderr.flush()
+            os._exit(128 + signum)
+
+
 async def _serve_stdio(proxy: Proxy) -> None:
+    """Until stdin closes or a signal comes; then every upstream is stopped (and its
+    process reaped) before this returns. Signals are heard while the upstreams stop too."""
     async with anyio.create_task_group() as tasks:
         await proxy.run_upstreams(tasks)
+        tasks.start_soon(stop_on_signals, proxy)
         try:
             async with checked_stdio_server() as (read, write):
                 await proxy.server.run(read, write, proxy.initialization_options())
         finally:
-            proxy.stop()
+            await proxy.close()
             tasks.cancel_scope.cancel()
 
 

@@ -40,6 +40,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from workers.gateway import Admission, JobHandle
+from workers.mcp.peers import connection_of
 from workers.mcp.tools import TASK, OwnTools, TaskWait
 from workers.settings import McpSettings
 
@@ -104,8 +105,7 @@ def owner_of(ctx: Any) -> Any:
     id where it has one (HTTP before 2026-07-28), else the connection's channel (one stdio
     connection); a request on no channel at all (stateless HTTP) is only the bearer of the
     door's token, and the unguessable task id is then the key (None)."""
-    # The SDK builds a session object per request; its connection is the client's.
-    connection = getattr(getattr(ctx, "session", None), "_connection", None)
+    connection = connection_of(ctx)
     if connection is None:
         return None
     if connection.session_id:

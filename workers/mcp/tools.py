@@ -63,6 +63,14 @@ def _with(extra: dict[str, Any]) -> dict[str, Any]:
     return {**_JOB_OUTPUT, "properties": {**_JOB_OUTPUT["properties"], **extra}}
 
 
+# The engine (native, sherpa-onnx) and model folder that made a speech result.
+_MADE_BY = {"engine": {"type": ["string", "null"]}, "model": {"type": ["string", "null"]}}
+
+
+def _made_by(output: Mapping[str, Any]) -> dict[str, Any]:
+    return {"engine": output.get("engine"), "model": output.get("model")}
+
+
 MEDIA_ARG = {
     "type": "string",
     "description": "a cached sha256, an mcp-media://media/<sha256> URI, or a file path inside "
@@ -94,6 +102,7 @@ DEFINITIONS = [
                 "text": {"type": ["string", "null"]},
                 "language": {"type": ["string", "null"]},
                 "segments": {"type": "array", "items": {"type": "object"}},
+                **_MADE_BY,
             }
         ),
         annotations=READ_ONLY,
@@ -116,7 +125,11 @@ DEFINITIONS = [
             ["text"],
         ),
         output_schema=_with(
-            {"format": {"type": "string"}, "duration_s": {"type": ["number", "null"]}}
+            {
+                "format": {"type": "string"},
+                "duration_s": {"type": ["number", "null"]},
+                **_MADE_BY,
+            }
         ),
         annotations=ADDS_TO_CACHE,
     ),
@@ -288,6 +301,7 @@ class OwnTools:
             "text": out.get("text"),
             "language": out.get("language"),
             "segments": list(out.get("segments", [])),
+            **_made_by(out),
         }
         shown = None
         if handle.envelope is not None and handle.envelope.status is Status.DONE:
@@ -315,7 +329,8 @@ class OwnTools:
         handle = await self._run(job, self._wait(arguments))  # 0: answer at once
         out = handle.envelope.output if handle.envelope is not None else {}
         result = self._job_result(
-            handle, {"format": params["format"], "duration_s": out.get("duration_s")}
+            handle,
+            {"format": params["format"], "duration_s": out.get("duration_s"), **_made_by(out)},
         )
         if handle.envelope is not None and handle.envelope.status is Status.DONE:
             spoken = self._speech(out)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -24,7 +23,7 @@ from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.subscriptions import event_to_notification
 
 from workers.mcp.upstream_stdio import upstream_stdio
-from workers.settings import McpSettings
+from workers.settings import McpSettings, user_environment
 
 log = logging.getLogger("mcp_media.proxy")
 
@@ -139,7 +138,7 @@ def _target(spec: UpstreamSpec, limits: McpSettings) -> Any:
         params = StdioServerParameters(
             command=spec.command,
             args=list(spec.args),
-            env={**_inherited_env(), **spec.env},
+            env={**user_environment(), **spec.env},
             cwd=spec.cwd,
         )
         return upstream_stdio(spec.name, params, limits.max_upstream_message_bytes)
@@ -154,12 +153,6 @@ def _target(spec: UpstreamSpec, limits: McpSettings) -> Any:
     from mcp.client.streamable_http import streamable_http_client
 
     return _OwningTransport(streamable_http_client(spec.url, http_client=http), http)
-
-
-def _inherited_env() -> dict[str, str]:
-    # The wrapped server runs as the user's own command would: with this environment, less
-    # the proxy's own settings.
-    return {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEDIA_")}
 
 
 class _OwningTransport:
@@ -193,11 +186,17 @@ class Upstream:
     """One upstream server and its (re)started session."""
 
     def __init__(
-        self, spec: UpstreamSpec, on_message: MessageHandler, limits: McpSettings | None = None
+        self,
+        spec: UpstreamSpec,
+        on_message: MessageHandler,
+        limits: McpSettings | None = None,
+        callbacks: Mapping[str, Any] | None = None,
     ) -> None:
         self.spec = spec
         self.limits = limits or McpSettings()
         self._on_message = on_message
+        self._callbacks = dict(callbacks or {})  # what the client behind us declared
+        self._finished = anyio.Event()
         self.client: Client | None = None
         self.error: str | None = None
         self._wanted = anyio.Event()
@@ -219,14 +218,30 @@ class Upstream:
         The back-off doubles at each failure and starts again only after a call succeeded
         (`succeeded`) or the session stayed up STABLE_AFTER seconds: a server that starts
         fine but crashes on every call is not restarted at the first delay each time."""
+        try:
+            await self._run()
+        finally:
+            self._finished.set()
+
+    async def finished(self) -> None:
+        """Wait until `run` has returned (after `stop`): the session and its process ended."""
+        await self._finished.wait()
+
+    async def _run(self) -> None:
         up_since: float | None = None
         while not self._stopping:
             await self._wanted.wait()
+            if self._stopping:
+                return
             try:
+                # The handshake, not the `server/discover` probe: SDK 1.x servers log a long
+                # error at each unknown method, and every server still speaks the handshake.
                 async with Client(
                     _target(self.spec, self.limits),
+                    mode="legacy",
                     message_handler=self._handle,
                     read_timeout_seconds=self.limits.call_timeout,  # tools/call: see Proxy
+                    **self._callbacks,
                 ) as client:
                     self.client, self.error = client, None
                     up_since = anyio.current_time()
@@ -255,6 +270,8 @@ class Upstream:
 
     async def session(self) -> Client:
         """The live session, started (again) if needed; raises UpstreamDown."""
+        if self._stopping:
+            raise UpstreamDown(f"upstream {self.name!r} is stopped: its client has gone")
         if self.client is not None:
             if not self._broken.is_set():
                 return self.client

@@ -8,17 +8,23 @@ thread; and a response that cannot be used settles its request with a JSON-RPC e
 id is read from the line's first bytes (servers write `id` before `result`); failing that,
 the only request in flight is the one it answered. With several in flight and no id, none
 is guessed: the per-call timeout settles them. A line that is no response (a stray log
-line) settles nothing. Spawning and shutdown are the SDK's own.
+line) settles nothing.
+
+Shutdown fits in the second or two a client gives the proxy itself (the SDK's own waits 2 s
+then 2 s more): stdin closed, STOP_GRACE for the server to leave, then SIGTERM to its
+process group and, KILL_GRACE later, SIGKILL; the process is reaped before we return.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import signal
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -28,11 +34,7 @@ import anyio.to_thread
 import mcp_types as types
 from anyio.abc import ByteReceiveStream
 from mcp import StdioServerParameters
-from mcp.client.stdio import (
-    _drain_stdout,
-    _stop_server_process,
-    get_default_environment,
-)
+from mcp.client.stdio import _drain_stdout, get_default_environment
 from mcp.shared.message import SessionMessage
 
 from workers.mcp.envelope import valid_id
@@ -43,6 +45,9 @@ READ_BYTES = 1024 * 1024  # asked per read; a pipe hands over what it holds
 THREAD_PARSE_BYTES = 1024 * 1024  # lines above this are parsed off the event loop
 ID_SCAN_BYTES = 64 * 1024  # where a line's id is looked for when the line cannot be used
 _FLUSH_TIMEOUT = 0.5
+STOP_GRACE = 0.5  # after stdin closes, before SIGTERM
+KILL_GRACE = 0.5  # after SIGTERM, before SIGKILL
+_POLL = 0.01
 
 # JSON tokens, without descending into values: strings whole, brackets, separators, scalars.
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,"]|[^\s{}\[\]:,"]+')
@@ -249,6 +254,39 @@ class _Reader:
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
+async def _exited(process: Any, within: float) -> bool:
+    """Whether the process ended within `within` s (returncode polled: `wait()` would also
+    wait for its pipes, which a grandchild may hold)."""
+    with anyio.move_on_after(within):
+        while process.returncode is None:
+            await anyio.sleep(_POLL)
+    return process.returncode is not None
+
+
+def _signal_group(process: Any, sig: int) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)  # its own group (start_new_session): children too
+
+
+async def stop_process(process: Any) -> None:
+    """Close stdin, then SIGTERM, then SIGKILL the upstream's process group; reap it."""
+    await _close(process.stdin)
+    if not await _exited(process, STOP_GRACE):
+        _signal_group(process, signal.SIGTERM)
+        if not await _exited(process, KILL_GRACE):
+            _signal_group(process, signal.SIGKILL)
+            if not await _exited(process, KILL_GRACE):
+                log.warning("upstream process %d outlived SIGKILL", process.pid)
+    if process.returncode is not None:
+        _signal_group(process, signal.SIGKILL)  # what it left behind in its group
+    await _close(process.stdout)
+
+
+async def _close(stream: Any) -> None:
+    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await stream.aclose()
+
+
 @asynccontextmanager
 async def upstream_stdio(
     name: str, server: StdioServerParameters, max_bytes: int, errlog: TextIO = sys.stderr
@@ -305,7 +343,7 @@ async def upstream_stdio(
                 write_stream.close()
                 with anyio.move_on_after(_FLUSH_TIMEOUT):
                     await writer_done.wait()
-                await _stop_server_process(process)
+                await stop_process(process)
                 for stream in (read_stream, write_stream, read_writer, write_reader):
                     await stream.aclose()
                 await anyio.lowlevel.checkpoint()

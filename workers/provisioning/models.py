@@ -29,6 +29,7 @@ from typing import Any
 
 from pipelines.errors import ConfigError
 from pipelines.onnx_metadata import read_onnx_metadata, write_with_metadata
+from pipelines.speech.layout import Engine, detect_stt, detect_tts, engine_or_default
 from workers.provisioning.kokoro import build_kokoro
 from workers.provisioning.specs import (
     DEFAULT_MODELS,
@@ -108,9 +109,11 @@ class ModelInfo:
     files: tuple[str, ...]
     languages: tuple[str, ...] = ()
     voices: tuple[tuple[str, str], ...] = ()  # (voice, language)
+    engine: str = ""  # what `auto` runs it with: native, sherpa-onnx ("" for the VAD)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "engine": self.engine,
             "name": self.name,
             "kind": str(self.kind),
             "path": str(self.path),
@@ -239,17 +242,49 @@ def _info(folder: Path, spec: ModelSpec) -> ModelInfo:
         languages=spec.languages,
         voices=tuple((v.name, v.language) for v in spec.voices),
         files=spec.files,
+        engine=_engine(folder, spec.kind),
     )
+
+
+def _engine(folder: Path, kind: ModelKind) -> str:
+    if kind is ModelKind.VAD:
+        return ""
+    return engine_or_default(Engine.AUTO, folder, kind.value)
+
+
+def _brought(folder: Path) -> ModelInfo | None:
+    """A folder a user brought (a sherpa-onnx release folder): listed with its engine when
+    its layout is one an engine reads, as a voice first (piper and Kokoro folders hold a
+    model.onnx and a tokens.txt as recognizers do)."""
+    for kind, detect in ((ModelKind.TTS, detect_tts), (ModelKind.STT, detect_stt)):
+        try:
+            layout = detect(folder)
+        except ConfigError:
+            continue
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        return ModelInfo(
+            name=folder.name,
+            kind=kind,
+            path=folder,
+            size_bytes=sum(p.stat().st_size for p in files),
+            licence="see its source",
+            source=f"brought ({layout.family})",
+            files=tuple(str(p.relative_to(folder)) for p in files if p.parent == folder),
+            engine=(Engine.NATIVE if layout.native else Engine.SHERPA).value,
+        )
+    return None
 
 
 def list_models(home: Path) -> list[ModelInfo]:
     """The known models that are present and complete under ``home``."""
     root = models_root(home)
-    return [
+    known = [
         _info(root / spec.name, spec)
         for spec in MODEL_SPECS.values()
         if _problem(root / spec.name, spec, deep=False) is None
     ]
+    others = sorted(p for p in root.glob("[!.]*") if p.is_dir() and p.name not in MODEL_SPECS)
+    return known + [info for info in map(_brought, others) if info is not None]
 
 
 def _run(command: Sequence[str | Path], what: str, *, cwd: Path | None = None) -> str:

@@ -38,6 +38,8 @@ whisper_model: Any = importlib.import_module("whisper.model")
 whisper_tokenizer: Any = importlib.import_module("whisper.tokenizer")
 
 OPSET = 17
+# 2: the decoder's `alignment` output and the encoder's `alignment_heads` (word timestamps)
+EXPORT_VERSION = "2"
 # CTranslate2 DataType ids (include/ctranslate2/types.h); bfloat16 has no numpy dtype.
 CT2_DTYPES: Mapping[int, str] = {0: "<f4", 1: "i1", 2: "<i2", 3: "<i4", 4: "<f2"}
 CT2_MAX_BINARY_VERSION = 6
@@ -253,15 +255,28 @@ class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
         return tuple(out)
 
 
-def _attend_cross(q: Any, k_t: Any, v: Any, n_head: int) -> Any:
-    """Attention over head-split keys [n_head, head, T] and values [n_head, T, head]."""
+def _attend_cross(q: Any, k_t: Any, v: Any, n_head: int) -> tuple[Any, Any]:
+    """Attention over head-split keys [n_head, head, T] and values [n_head, T, head]; also
+    its scaled scores before the softmax [n_head, n_q, T] (what word alignment reads)."""
     batch, n_q, state = q.shape
     head = state // n_head
     q = q.reshape(batch, n_q, n_head, head).transpose(1, 2).reshape(batch * n_head, n_q, head)
-    weights = torch.softmax((q @ k_t) * (head**-0.5), dim=-1)
-    return (
-        (weights @ v).reshape(batch, n_head, n_q, head).transpose(1, 2).reshape(batch, n_q, state)
-    )
+    scores = (q @ k_t) * (head**-0.5)
+    weights = torch.softmax(scores, dim=-1)
+    out = (weights @ v).reshape(batch, n_head, n_q, head).transpose(1, 2).reshape(batch, n_q, state)
+    return out, scores
+
+
+def alignment_heads(model: Any, model_type: str) -> list[tuple[int, int]]:
+    """(decoder layer, head) pairs whose cross-attention follows the speech in time: the
+    ones openai-whisper lists for this model (``whisper._ALIGNMENT_HEADS``), else its
+    default, every head of the upper half of the layers."""
+    name = model_type.removeprefix("whisper-")
+    dump = getattr(whisper, "_ALIGNMENT_HEADS", {}).get(name)
+    if dump is not None:
+        model.set_alignment_heads(dump)
+    pairs = model.alignment_heads.to_dense().nonzero().tolist()
+    return [(int(layer), int(head)) for layer, head in pairs]
 
 
 class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
@@ -269,13 +284,16 @@ class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
     keys/values ``past_k<i>``/``past_v<i>`` [1, offset, state] and cross keys/values in;
     the last token's ``logits`` [1, 1, vocab] and each layer's keys/values of the new tokens
     ``new_k<i>``/``new_v<i>`` [1, n, state] out. The caller keeps the cache (a preallocated
-    buffer it hands in as views), so a step moves no cache bytes.
+    buffer it hands in as views), so a step moves no cache bytes. Last, ``alignment``
+    [n_heads, n, T]: the cross-attention scores (before the softmax) of the alignment heads,
+    from which word times are found (a copy of a few rows the step computes anyway).
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, heads: list[tuple[int, int]]) -> None:
         super().__init__()
         self.decoder = model.decoder
         self.n_layer = model.dims.n_text_layer
+        self.heads = heads
         # The output projection as its own constant [state, vocab] matrix: a MatMul with a
         # constant weight is what dynamic int8 quantisation converts (a transposed view of
         # the embedding is not), and this projection is most of a step's arithmetic.
@@ -301,6 +319,7 @@ class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
             dim=1,
         )
         written: list[Any] = []
+        aligned: list[Any] = []
         for i, block in enumerate(dec.blocks):
             attn = block.attn
             h = block.attn_ln(x)
@@ -311,25 +330,26 @@ class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
             x = x + attn.out(_attend(attn.query(h), keys, values, attn.n_head, bias))
             cross_attn = block.cross_attn
             h = block.cross_attn_ln(x)
-            x = x + cross_attn.out(
-                _attend_cross(
-                    cross_attn.query(h), cross[2 * i], cross[2 * i + 1], cross_attn.n_head
-                )
+            attended, scores = _attend_cross(
+                cross_attn.query(h), cross[2 * i], cross[2 * i + 1], cross_attn.n_head
             )
+            aligned += [scores[head : head + 1] for layer, head in self.heads if layer == i]
+            x = x + cross_attn.out(attended)
             x = x + block.mlp(block.mlp_ln(x))
         logits = dec.ln(x[:, -1:]) @ self.projection
-        return (logits, *written)
+        return (logits, *written, torch.cat(aligned, dim=0))
 
 
-def encoder_metadata(model: Any, model_type: str) -> dict[str, str]:
-    """What the runner reads from the encoder: dims and special tokens (sherpa-onnx's names)."""
+def encoder_metadata(model: Any, model_type: str, heads: list[tuple[int, int]]) -> dict[str, str]:
+    """What the runner reads from the encoder: dims and special tokens (sherpa-onnx's names),
+    and the alignment heads behind the decoder's ``alignment`` output ("layer,head;...")."""
     dims = model.dims
     tokenizer = whisper_tokenizer.get_tokenizer(
         model.is_multilingual, num_languages=model.num_languages
     )
     meta: dict[str, Any] = {
         "model_type": model_type,
-        "version": "1",
+        "version": EXPORT_VERSION,
         "maintainer": "mcp-media",
         **{field: getattr(dims, field) for field in dims.__dataclass_fields__},
         "sot": tokenizer.sot,
@@ -345,6 +365,7 @@ def encoder_metadata(model: Any, model_type: str) -> dict[str, str]:
         "sot_prev": tokenizer.sot_prev,
         "sot_lm": tokenizer.sot_lm,
         "no_timestamps": tokenizer.no_timestamps,
+        "alignment_heads": ";".join(f"{layer},{head}" for layer, head in heads),
     }
     if model.is_multilingual:
         meta["all_language_tokens"] = ",".join(str(t) for t in tokenizer.all_language_tokens)
@@ -352,7 +373,7 @@ def encoder_metadata(model: Any, model_type: str) -> dict[str, str]:
     return {key: str(value) for key, value in meta.items()}
 
 
-def export(model: Any, work: Path) -> tuple[Path, Path]:
+def export(model: Any, heads: list[tuple[int, int]], work: Path) -> tuple[Path, Path]:
     dims = model.dims
     encoder_path = work / "encoder.onnx"
     decoder_path = work / "decoder.onnx"
@@ -375,16 +396,17 @@ def export(model: Any, work: Path) -> tuple[Path, Path]:
     empty = [torch.zeros(1, 0, dims.n_text_state) for _ in past]
     prompt = torch.tensor([[0, 1, 2]], dtype=torch.int64)
     torch.onnx.export(
-        TextDecoderExport(model),
+        TextDecoderExport(model, heads),
         (prompt, torch.zeros(1, dtype=torch.int64), *empty, *cross_values),
         str(decoder_path),
         input_names=["tokens", "offset", *past, *cross],
-        output_names=["logits", *cache_names("new", dims.n_text_layer)],
+        output_names=["logits", *cache_names("new", dims.n_text_layer), "alignment"],
         dynamic_axes={
             "tokens": {1: "n_tokens"},
             **{name: {1: "offset"} for name in past},
             **frames,
             **{name: {1: "n_tokens"} for name in cache_names("new", dims.n_text_layer)},
+            "alignment": {1: "n_tokens", 2: "T"},
         },
         opset_version=OPSET,
         dynamo=False,
@@ -412,10 +434,17 @@ def quantize(src: Path, dst: Path, metadata: Mapping[str, str]) -> None:
     onnx.save(proto, str(dst))
 
 
-def check(model: Any, encoder_path: Path, decoder_path: Path, tolerance: float | None) -> float:
+def check(
+    model: Any,
+    heads: list[tuple[int, int]],
+    encoder_path: Path,
+    decoder_path: Path,
+    tolerance: float | None,
+) -> float:
     """Largest logit gap between ONNX step-by-step decoding and whisper's own decoder.
 
-    With a tolerance (the fp32 export) the greedy choice must also agree at every step;
+    With a tolerance (the fp32 export) the greedy choice must also agree at every step, and
+    the ``alignment`` output must be whisper's own cross-attention scores of those heads;
     int8 weights legitimately move near-ties on random input, so they are only measured.
     """
     dims = model.dims
@@ -435,7 +464,17 @@ def check(model: Any, encoder_path: Path, decoder_path: Path, tolerance: float |
         for block in enc.blocks:
             audio = block(audio)
         audio = enc.ln_post(audio)
+        scores: dict[int, Any] = {}
+        hooks = [
+            block.cross_attn.register_forward_hook(
+                lambda _m, _i, out, layer=layer: scores.__setitem__(layer, out[1][0])
+            )
+            for layer, block in enumerate(model.decoder.blocks)
+        ]
         expected = model.decoder(torch.tensor([tokens]), audio).numpy()
+        for hook in hooks:
+            hook.remove()
+        expected_alignment = np.stack([scores[layer][head].numpy() for layer, head in heads])
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -448,8 +487,9 @@ def check(model: Any, encoder_path: Path, decoder_path: Path, tolerance: float |
     feeds = [prompt] + [[t] for t in tokens[len(prompt) :]]
     offset = 0
     worst = 0.0
+    aligned = []
     for chunk in feeds:
-        logits, *written = decoder.run(
+        logits, *written, alignment = decoder.run(
             None,
             {
                 "tokens": np.array([chunk], dtype=np.int64),
@@ -462,6 +502,7 @@ def check(model: Any, encoder_path: Path, decoder_path: Path, tolerance: float |
             name: np.concatenate([cache[name], new], axis=1)
             for name, new in zip(past, written, strict=True)
         }
+        aligned.append(alignment)
         offset += len(chunk)
         want = expected[0, offset - 1]
         worst = max(worst, float(np.abs(logits[0, -1] - want).max()))
@@ -469,6 +510,9 @@ def check(model: Any, encoder_path: Path, decoder_path: Path, tolerance: float |
             raise ConversionError(f"ONNX decoder disagrees with whisper at position {offset}")
     if tolerance is not None and worst > tolerance:
         raise ConversionError(f"ONNX logits differ from whisper by {worst:.4f} > {tolerance}")
+    gap = float(np.abs(np.concatenate(aligned, axis=1) - expected_alignment).max())
+    if tolerance is not None and gap > tolerance:
+        raise ConversionError(f"ONNX alignment scores differ from whisper's by {gap:.4f}")
     return worst
 
 
@@ -499,19 +543,21 @@ def convert(model_bin: Path, out: Path, model_type: str) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="whisper-export-", dir=out) as tmp:
         work = Path(tmp)
-        encoder_fp32, decoder_fp32 = export(model, work)
-        fp32_gap = check(model, encoder_fp32, decoder_fp32, tolerance=1e-2)
+        heads = alignment_heads(model, model_type)
+        encoder_fp32, decoder_fp32 = export(model, heads, work)
+        fp32_gap = check(model, heads, encoder_fp32, decoder_fp32, tolerance=1e-2)
         exported = time.perf_counter()
         encoder_int8 = out / "encoder.int8.onnx"
         decoder_int8 = out / "decoder.int8.onnx"
-        quantize(encoder_fp32, encoder_int8, encoder_metadata(model, model_type))
-        quantize(decoder_fp32, decoder_int8, {"model_type": model_type, "version": "1"})
-    int8_gap = check(model, encoder_int8, decoder_int8, tolerance=None)
+        quantize(encoder_fp32, encoder_int8, encoder_metadata(model, model_type, heads))
+        quantize(decoder_fp32, decoder_int8, {"model_type": model_type, "version": EXPORT_VERSION})
+    int8_gap = check(model, heads, encoder_int8, decoder_int8, tolerance=None)
     n_tokens = write_tokens(out / "tokens.txt", bool(model.is_multilingual))
     write_mel_filters(out / "mel_filters.npy", model.dims.n_mels)
     return {
         "dims": {k: getattr(model.dims, k) for k in model.dims.__dataclass_fields__},
         "tokens": n_tokens,
+        "alignment_heads": heads,
         "fp32_max_logit_gap": fp32_gap,
         "int8_max_logit_gap": int8_gap,
         "export_seconds": round(exported - started, 2),

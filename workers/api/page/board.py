@@ -23,7 +23,7 @@ from workers import keys
 from workers.announcements import WorkerInfo
 from workers.api.errors import ApiError
 from workers.capabilities import CAPABILITIES, QUEUES
-from workers.control import CONTROL_TIMEOUT
+from workers.control import BUSY, CONTROL_TIMEOUT
 from workers.reprocess import AlreadyRunning, Selection, run
 from workers.settings import Settings
 
@@ -203,6 +203,10 @@ class Board:
                 raise ApiError(409, f"{info.name}: {answer['error']}", code="control_refused")
         if not answers:
             raise ApiError(504, f"{info.name} did not answer within {CONTROL_TIMEOUT:.0f} s")
+        if delta < 0 and any(answer.get("pending") for answer in answers):
+            return f"{info.name}: {BUSY}"
+        if delta > 0 and any("pending" in answer for answer in answers):
+            return f"{info.name}: a shrink that waited for a free process is cancelled"
         unit = "process" if info.pool == "prefork" else "thread"
         return f"{info.name}: pool {'grows' if delta > 0 else 'shrinks'} by one {unit}"
 

@@ -167,7 +167,10 @@ def workers_fragment(workers: list[dict[str, Any]], csrf: str) -> str:
             "last heartbeat",
         )
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return (
+        f"<div class=scroll><table><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def dead_fragment(dead: list[dict[str, Any]], csrf: str) -> str:
@@ -190,7 +193,7 @@ def dead_fragment(dead: list[dict[str, Any]], csrf: str) -> str:
         )
         rows.append(
             f'<tr data-job="{_e(job_id)}"><td>{_e(capability)}</td>'
-            f"<td><code>{_e(job_id)}</code></td><td><code>{_e(sha[:16])}…</code></td>"
+            f"<td class=job><code>{_e(job_id)}</code></td><td><code>{_e(sha[:16])}…</code></td>"
             f"<td class=reason>{_e(entry.get('reason', ''))}</td>"
             f"<td>{_e(_ago(at if isinstance(at, int | float) else None))}</td>"
             f"<td>{buttons}</td></tr>"
@@ -200,8 +203,9 @@ def dead_fragment(dead: list[dict[str, Any]], csrf: str) -> str:
         f"{_hidden(csrf, all='1')}<button type=submit class=clear-all>clear all</button></form>"
     )
     return (
-        "<table><thead><tr><th>capability</th><th>job</th><th>sha256</th><th>reason</th>"
-        f"<th>at</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>{clear_all}"
+        "<div class=scroll><table><thead><tr><th>capability</th><th>job</th><th>sha256</th>"
+        "<th>reason</th><th>at</th><th></th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>{clear_all}"
     )
 
 
@@ -217,11 +221,11 @@ def result_item(result: dict[str, Any]) -> str:
         media = f'<img src="/page/media/{_e(sha)}" alt="cached image {_e(sha[:12])}" loading=lazy>'
         text = output.get("summary") or ""
     elif capability == "audio.transcribe":
-        media = f'<audio controls preload=none src="/page/media/{_e(sha)}"></audio>'
+        media = f'<audio controls preload=metadata src="/page/media/{_e(sha)}"></audio>'
         text = output.get("text") or output.get("note") or ""
     elif capability == "audio.synthesize" and output.get("audio_sha256"):
         spoken = str(output["audio_sha256"])
-        media = f'<audio controls preload=none src="/page/media/{_e(spoken)}"></audio>'
+        media = f'<audio controls preload=metadata src="/page/media/{_e(spoken)}"></audio>'
         text = f"spoken reply, {output.get('duration_s', '?')} s"
     reason = f"<p class=reason>{_e(meta.get('reason'))}</p>" if meta.get("reason") else ""
     return (

@@ -1,0 +1,193 @@
+"""Latency under load, kept by admission: 32 concurrent transcription clients on 2 stt
+worker processes (1 thread each), each client sending its clips in turn with a 30 s timeout
+and no retry of a timeout (hermes-agent's client), retrying a 429 after its Retry-After.
+
+Two bursts of the same shape (new bytes each: no dedup hit) in one run: with
+MCP_MEDIA_API__WAIT below the client's timeout (admission refuses what would wait past it)
+and with the default wait (300 s: nothing refused at this load), the baseline. Reported:
+p50/p99 of every HTTP answer's time (what the client's timeout sees), 429s, client
+timeouts, and each clip's time to its transcript including retries.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import openai
+
+from bench.api import CLIP_S, _pct, _serve, _wav
+from bench.cluster import BenchCluster
+from bench.results import record
+from bench.speech import ENV, Voice
+from pipelines.engines.registry import load_tts
+from workers.configs import tts_config
+
+CLIENTS = 32
+PER_CLIENT = 2
+CLIENT_TIMEOUT = 30.0  # hermes-agent's request timeout, without retry
+WAIT = 25.0  # MCP_MEDIA_API__WAIT for the admission burst: the client's timeout less 5 s
+DEFAULT_WAIT = 300.0  # the setting's default: no refusal at this load
+
+
+@dataclass
+class Burst:
+    answers: list[float] = field(default_factory=list)  # seconds to each HTTP answer
+    clips: list[float] = field(default_factory=list)  # seconds to each clip's transcript
+    refused: int = 0  # 429s
+    late: int = 0  # 504: the server's wait ran out (the job named, still running)
+    timeouts: int = 0  # the client gave up (30 s)
+    lost: int = 0  # a clip never transcribed (any other error)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _burst(cluster: BenchCluster, wait: float, clips: list[bytes]) -> Burst:
+    found = Burst()
+    lock = threading.Lock()
+    with _serve(cluster, MCP_MEDIA_API__WAIT=str(wait)) as api:
+        api = api.with_options(timeout=CLIENT_TIMEOUT, max_retries=0)
+        for data in clips[:4]:  # warm both processes; the mean service time is measured
+            api.audio.transcriptions.create(model="whisper-1", file=("w.wav", data))
+        barrier = threading.Barrier(CLIENTS)
+
+        def client(n: int) -> None:
+            barrier.wait()
+            for k in range(PER_CLIENT):
+                data = clips[4 + n * PER_CLIENT + k]
+                began = time.perf_counter()
+                while True:
+                    start = time.perf_counter()
+                    try:
+                        api.audio.transcriptions.create(model="whisper-1", file=("c.wav", data))
+                        outcome, pause = "done", 0.0
+                    except openai.RateLimitError as exc:
+                        outcome = "refused"
+                        pause = float(exc.response.headers.get("retry-after", "1"))
+                    except openai.APITimeoutError:
+                        outcome, pause = "timeout", 0.0
+                    except openai.APIStatusError as exc:
+                        outcome, pause = ("late" if exc.status_code == 504 else "lost"), 0.0
+                        found.errors.append(f"{exc.status_code} {exc.message}"[:120])
+                    except openai.OpenAIError as exc:
+                        outcome, pause = "lost", 0.0
+                        found.errors.append(repr(exc)[:120])
+                    took = time.perf_counter() - start
+                    with lock:
+                        if outcome != "timeout":
+                            found.answers.append(took)
+                        if outcome == "refused":
+                            found.refused += 1
+                        elif outcome == "timeout":
+                            found.timeouts += 1
+                        elif outcome == "late":
+                            found.late += 1
+                        elif outcome == "lost":
+                            found.lost += 1
+                        else:
+                            found.clips.append(time.perf_counter() - began)
+                    if outcome != "refused":
+                        break
+                    time.sleep(pause)
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(CLIENTS)]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        found.seconds = time.perf_counter() - started
+    return found
+
+
+def run() -> None:
+    with BenchCluster(ENV, models=True) as cluster:
+        voice = Voice(load_tts(tts_config(cluster.settings())))
+        count = 4 + CLIENTS * PER_CLIENT
+        spoken = [voice.speech(i, *CLIP_S)[0] for i in range(count)]
+        worker = cluster.start_worker("stt", 2, MCP_MEDIA_STT__THREADS="1")
+        runs: dict[str, Burst] = {}
+        for r, (name, wait) in enumerate((("admission", WAIT), ("default", DEFAULT_WAIT))):
+            clips = [_wav(s, voice.rate, 1000 * (r + 1) + i) for i, s in enumerate(spoken)]
+            runs[name] = _burst(cluster, wait, clips)
+        cluster.stop_worker(worker)
+    audio_s = float(np.mean([len(s) for s in spoken])) / voice.rate
+    for name, burst in runs.items():
+        print(
+            f"  {name} (API__WAIT {WAIT if name == 'admission' else DEFAULT_WAIT:g} s): "
+            f"{CLIENTS} clients x {PER_CLIENT} clips ({audio_s:.1f} s each) in "
+            f"{burst.seconds:.1f} s; answers p50 {_pct(burst.answers, 50):.2f} s, "
+            f"p99 {_pct(burst.answers, 99):.2f} s; {burst.refused} x 429, "
+            f"{burst.late} x 504, {burst.timeouts} client timeouts, {burst.lost} lost; clip to "
+            f"transcript p99 {_pct(burst.clips, 99):.2f} s"
+        )
+        for error in sorted(set(burst.errors))[:5]:
+            print(f"    {error}")
+    ours, base = runs["admission"], runs["default"]
+    of = (
+        f"the same 32-client burst with MCP_MEDIA_API__WAIT={DEFAULT_WAIT:g} (the default: "
+        "nothing refused), same run"
+    )
+    for q in (50, 99):
+        record(
+            f"api_stt_32_clients_answer_p{q}",
+            {
+                "value": round(_pct(ours.answers, q), 3),
+                "unit": f"s (API__WAIT {WAIT:g} s, 2 stt processes x 1 thread)",
+                "baseline": round(_pct(base.answers, q), 3),
+                "baseline_of": of,
+                "ratio": round(_pct(base.answers, q) / _pct(ours.answers, q), 3),
+                "target": f"value < {CLIENT_TIMEOUT:g}" if q == 99 else "report",
+                "better": "lower",
+            },
+        )
+    record(
+        "api_stt_32_clients_refused_429",
+        {
+            "value": ours.refused,
+            "unit": f"429s, each retried after its Retry-After ({CLIENTS * PER_CLIENT} clips)",
+            "baseline": base.refused,
+            "baseline_of": of,
+            "ratio": None,
+            "target": "report",
+            "better": "lower",
+        },
+    )
+    record(
+        "api_stt_32_clients_timeouts_or_lost",
+        {
+            "value": ours.timeouts + ours.lost,
+            "unit": f"requests the {CLIENT_TIMEOUT:g} s client gave up on, or lost",
+            "baseline": base.timeouts + base.lost,
+            "baseline_of": of,
+            "ratio": None,
+            "target": "value == 0",
+            "better": "lower",
+        },
+    )
+    record(
+        "api_stt_32_clients_504",
+        {
+            "value": ours.late,
+            "unit": "504s (the server's wait ran out; the job named, its result kept)",
+            "baseline": base.late,
+            "baseline_of": of,
+            "ratio": None,
+            "target": "report",
+            "better": "lower",
+        },
+    )
+    record(
+        "api_stt_32_clients_clip_to_transcript_p99",
+        {
+            "value": round(_pct(ours.clips, 99), 3),
+            "unit": "s, retries after 429 included",
+            "baseline": round(_pct(base.clips, 99), 3) if base.clips else None,
+            "baseline_of": of,
+            "ratio": None,
+            "target": "report",
+            "better": "lower",
+        },
+    )

@@ -1,0 +1,52 @@
+"""Admission by expected wait: a door that answers at once refuses a new job its caller would
+wait for longer than it will (`MCP_MEDIA_API__WAIT`), so the caller hears "retry in N s"
+instead of timing out.
+
+The wait is estimated from the work ahead of the job in its queue (admitted jobs no worker
+has started, plus the jobs running, at most one per slot), the slots of the live workers
+serving the queue, and the measured mean service time of the queue's jobs (a moving average of
+the time each done job held its slot, from its start to its result, kept beside the queue's
+admission state). The Redis
+store computes the same in its admission script, so a burst of submitters cannot all pass
+one estimate; this module holds the rule and the in-memory twin's arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SERVICE_WEIGHT = 0.2  # weight of the newest job in the mean service time (the first 5 average)
+RUNNING_TTL = 3600  # a started job whose worker died leaves the running set after this
+
+
+@dataclass(frozen=True, slots=True)
+class WaitBudget:
+    """How long the caller will wait for its job, and the slots serving its queue."""
+
+    seconds: float
+    slots: int
+
+
+def expected_wait(waiting: int, running: int, slots: int, mean: float) -> float | None:
+    """Seconds until a job admitted now finishes; None when it would start at once or nothing
+    is measured yet. A job that starts at once is never refused: refusing it would not make it
+    sooner, however long it runs. With every slot busy, one job finishes every `mean / slots`
+    seconds on average, so the job starts after `ahead - slots + 1` of them finish."""
+    if mean <= 0 or slots <= 0:
+        return None
+    ahead = waiting + min(running, slots)
+    if ahead < slots:
+        return None
+    return (ahead - slots + 1) * mean / slots + mean
+
+
+def next_mean(mean: float, samples: int, seconds: float) -> float:
+    """The mean service time after one more job took `seconds` (`samples` before it)."""
+    weight = max(1.0 / (samples + 1), SERVICE_WEIGHT)
+    return mean + weight * (seconds - mean)
+
+
+def retry_after(expected: float, bound: float) -> int:
+    """Seconds after which the work ahead should have drained enough to fit the bound."""
+    return max(1, math.ceil(expected - bound))
