@@ -47,7 +47,10 @@ class PipeLines:
         parts: list[str] = []
         while True:
             await anyio.wait_readable(self.fd)
-            data = os.read(self.fd, READ_BYTES)  # readable: returns what is there at once
+            try:
+                data = os.read(self.fd, READ_BYTES)  # readable: returns what is there at once
+            except BlockingIOError:  # one socket for stdin and stdout: non-blocking too
+                continue
             text = self._decoder.decode(data, final=not data)
             while (end := text.find("\n")) >= 0:
                 parts.append(text[: end + 1])
@@ -88,9 +91,9 @@ class PipeWriter:
 def claimed_stdout() -> Iterator[int | None]:
     """When fd 1 is a pipe: a private, non-blocking copy of it, with fd 1 pointing at stderr
     meanwhile (as the SDK does for the stdout it claims, so stray output misses the wire);
-    restored after, blocking again. None when fd 1 is anything else: the SDK claims it and
-    writes it in its threads."""
-    if not is_pipe(1):
+    restored after, blocking again. None when fd 1 is anything else, or the very pipe stderr
+    writes to: the SDK claims it and writes it in its threads."""
+    if not is_pipe(1) or _same_file(1, 2):
         yield None
         return
     private = os.dup(1)
@@ -107,3 +110,11 @@ def claimed_stdout() -> Iterator[int | None]:
         os.set_blocking(private, True)
         os.dup2(private, 1)
         os.close(private)
+
+
+def _same_file(a: int, b: int) -> bool:
+    try:
+        first, second = os.fstat(a), os.fstat(b)
+    except OSError:
+        return False
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
