@@ -1,7 +1,7 @@
 """The MCP door: proxy overhead per call, context the model receives, time to first answer.
 
-- overhead: the same real MCP client calls a text-only tool of the example server directly
-  and through `mcp-media proxy`, rounds alternating; p50 and p99 added by the proxy;
+- overhead (`bench.mcp_latency`): p50 and p99 the proxy adds to a text-only call and to a
+  ~20 KB screenshot whose summary is stored, alternating call by call with direct calls;
 - context: bytes of the result content a model receives for a 1920x1080 screenshot with
   each `--images` policy; for a 3840x2160 one, bytes and tokens (images at w*h/750, as
   Claude counts them, text at 4 characters a token), and the time `fit` takes to make its copy;
@@ -16,17 +16,14 @@ import io
 import json
 import os
 import random
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-from mcp import Client, StdioServerParameters
 from PIL import Image, ImageDraw, ImageFilter
 
+from bench.mcp_latency import overhead
 from bench.results import record
 from pipelines import MediaCache, ingest
 from pipelines.fit import MAX_RESULT_BYTES, FitLimits, fit_image
@@ -35,60 +32,10 @@ from workers.jobs.inline import InlineGateway
 from workers.mcp.rewriter import DoorOptions, MediaRewriter
 from workers.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = [sys.executable, str(ROOT / "examples" / "mcp_server.py")]
-CALLS = 200
-ROUNDS = 3
-
 
 def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEDIA_")}
     return {**env, "MCP_MEDIA_HOME": str(home)}
-
-
-async def _latencies(params: StdioServerParameters, calls: int) -> list[float]:
-    async with Client(params) as client:
-        for _ in range(10):  # warm up both processes
-            await client.call_tool("ping", {})
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            await client.call_tool("ping", {})
-            times.append(time.perf_counter() - start)
-        return times
-
-
-def _p(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100)[int(q) - 1]
-
-
-def overhead(home: Path) -> None:
-    direct = StdioServerParameters(command=EXAMPLE[0], args=EXAMPLE[1:], env=_env(home))
-    proxied = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "workers.cli.main", "proxy", "--inline", "--", *EXAMPLE],
-        env=_env(home),
-        cwd=str(ROOT),
-    )
-    plain: list[float] = []
-    through: list[float] = []
-    for _ in range(ROUNDS):
-        plain += anyio.run(_latencies, direct, CALLS)
-        through += anyio.run(_latencies, proxied, CALLS)
-    for q in (50, 99):
-        base, value = _p(plain, q) * 1000, _p(through, q) * 1000
-        record(
-            f"mcp_proxy_added_p{q}_ms",
-            {
-                "value": value - base,
-                "unit": "ms",
-                "baseline": base,
-                "baseline_of": f"p{q} of the same client calling the server directly, same run",
-                "ratio": value / base,
-                "target": "value <= 2" if q == 50 else "report",
-                "better": "lower",
-            },
-        )
 
 
 def screenshot_result() -> dict[str, Any]:

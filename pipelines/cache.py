@@ -3,6 +3,8 @@
 Every blob is decoded from base64 in bounded chunks, hashed as it goes, written to a temp
 file in its destination folder, fsynced and renamed. Its name is the sha256 of its bytes,
 so the same bytes arriving twice are one file. Nothing is ever written outside the root.
+Bytes a caller's validator already accepted (`pipelines.proven`), whose file is here, are
+hashed and nothing more: no temp file, no fsync, no second check.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pybase64
 from pipelines.errors import PermanentError
 from pipelines.media import MarkerReason, MediaKind, StoredBlob
 from pipelines.names import safe_document_name
+from pipelines.proven import BUFFER_BYTES, Held, ProvenFormats, hold
 from pipelines.sniff import HEAD_BYTES, Format, looks_like_markup, sniff_audio, sniff_image
 
 DEFAULT_MAX_BLOB_BYTES = 50 * 1024 * 1024
@@ -160,8 +163,12 @@ class MediaCache:
         uri: str | None = None,
         name: str | None = None,
         validate: Validator | None = None,
+        proven: ProvenFormats | None = None,
     ) -> StoredBlob:
-        """Decode and store one base64 blob; raises BlobError with the marker reason."""
+        """Decode and store one base64 blob; raises BlobError with the marker reason.
+
+        `proven` remembers what `validate` accepted: a blob it holds whose file is already
+        here is returned as it is (see `pipelines.proven`)."""
         limit = self.limits.max_blob_bytes
         bound = decoded_size_bound(data, limit)
         if bound > limit:
@@ -170,7 +177,13 @@ class MediaCache:
                 f"too large: about {bound} bytes decoded, limit {limit} bytes",
             )
         return self._store_chunks(
-            iter_base64(data), kind, mime=mime, uri=uri, name=name, validate=validate
+            iter_base64(data),
+            kind,
+            mime=mime,
+            uri=uri,
+            name=name,
+            validate=validate,
+            proven=proven,
         )
 
     def store_bytes(
@@ -326,11 +339,25 @@ class MediaCache:
         validate: Validator | None,
         sha256: str | None = None,
         sync: bool = True,
+        proven: ProvenFormats | None = None,
     ) -> StoredBlob:
         folder = self._ensure_folder(self.folder(kind))
+        held = None
+        if kind is MediaKind.DOCUMENT:
+            proven = None  # documents keep their own names: nothing to look up by hash
+        if proven is not None:
+            chunks, held = hold(chunks, min(BUFFER_BYTES, self.limits.max_blob_bytes))
+            known = proven.get(held.sha256) if held is not None else None
+            if held is not None and known is not None:
+                found = self._already(folder / f"{held.sha256}{known.ext}", held, kind, known)
+                if found is not None:
+                    return found
+                validate = _proved(known)  # the same bytes: no need to decode them again
         tmp = folder / f".tmp-{secrets.token_hex(8)}"
         try:
-            digest, size, head = self._write_temp(tmp, chunks, sync)
+            digest, size, head = self._write_temp(
+                tmp, chunks, sync, held.sha256 if held is not None else None
+            )
             if sha256 is not None and digest != sha256:
                 raise BlobError(
                     MarkerReason.CACHE_ERROR,
@@ -352,13 +379,16 @@ class MediaCache:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
             raise
+        if proven is not None and fmt is not None:
+            proven.add(digest, fmt)
         return StoredBlob(kind=kind, path=target, mime=stored_mime, size=size, sha256=digest)
 
     def _write_temp(
-        self, tmp: Path, chunks: Iterator[bytes], sync: bool = True
+        self, tmp: Path, chunks: Iterator[bytes], sync: bool = True, digest: str | None = None
     ) -> tuple[str, int, bytes]:
+        """Write, hash (unless the `digest` is known) and sync the chunks to `tmp`."""
         limit = self.limits.max_blob_bytes
-        hasher = hashlib.sha256()
+        hasher = hashlib.sha256() if digest is None else None
         size = 0
         head = b""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -376,7 +406,8 @@ class MediaCache:
                     )
                 if len(head) < HEAD_BYTES:
                     head += chunk[: HEAD_BYTES - len(head)]
-                hasher.update(chunk)
+                if hasher is not None:
+                    hasher.update(chunk)
                 try:
                     out.write(chunk)
                 except OSError as exc:
@@ -391,14 +422,26 @@ class MediaCache:
                 raise BlobError(
                     MarkerReason.CACHE_ERROR, f"cache error while syncing: {exc.strerror}"
                 ) from exc
-        return hasher.hexdigest(), size, head
+        return (hasher.hexdigest() if hasher is not None else str(digest)), size, head
 
-    def _publish(self, tmp: Path, target: Path, size: int) -> None:
+    def _holds(self, target: Path, size: int) -> bool:
+        """A regular file (not a link) of this size: content-addressed, the same bytes."""
         try:
             st = target.lstat()
         except FileNotFoundError:
-            st = None
-        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == size:
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_size == size
+
+    def _already(self, target: Path, held: Held, kind: MediaKind, fmt: Format) -> StoredBlob | None:
+        """The stored blob when its proved file is already here (any doubt: None, write it)."""
+        try:
+            here = self._holds(target, held.size)
+        except OSError:
+            here = False
+        return StoredBlob(kind, target, fmt.mime, held.size, held.sha256) if here else None
+
+    def _publish(self, tmp: Path, target: Path, size: int) -> None:
+        if self._holds(target, size):
             tmp.unlink()  # same name, same size, content-addressed: same bytes
             return
         # rename() replaces a planted symlink itself and never follows it.
@@ -448,6 +491,10 @@ def safe_mime(mime: str | None) -> str:
     """The claimed MIME type if it is a plain `type/subtype` token, else octet-stream."""
     base = (mime or "").split(";", 1)[0].strip().lower()
     return base if _MIME_TOKEN.fullmatch(base) else "application/octet-stream"
+
+
+def _proved(fmt: Format) -> Validator:
+    return lambda _tmp, _head: fmt
 
 
 def _require_format(kind: MediaKind, head: bytes) -> Format:

@@ -23,6 +23,7 @@ from pipelines.blocks import (
 )
 from pipelines.cache import BlobError, MediaCache, Validator, safe_mime
 from pipelines.media import Capability, JobRequest, Marker, MarkerReason, MediaKind, StoredBlob
+from pipelines.proven import ProvenFormats
 from pipelines.render import RenderedResult
 from pipelines.sniff import WAV, Format, ImageCheckError, sniff_audio, verify_image
 
@@ -31,6 +32,12 @@ JOB_FOR_KIND: Mapping[MediaKind, Capability] = {
     MediaKind.AUDIO: Capability.AUDIO_TRANSCRIBE,
 }
 ALL_CAPABILITIES = frozenset(JOB_FOR_KIND.values())
+# What this process's checks below (validate_image, validate_audio) accepted, by sha256: a
+# tool that returns the same screenshot on every call has it decoded and written once.
+PROVEN: Mapping[MediaKind, ProvenFormats] = {
+    MediaKind.IMAGE: ProvenFormats(),
+    MediaKind.AUDIO: ProvenFormats(),
+}
 
 
 def ingest(
@@ -99,12 +106,20 @@ class _Ingestion:
                 self.lines.append(render.clean_text(text))
             case ImageBlock(data=data, mime=mime):
                 stored = self.cache.store_base64(
-                    data, MediaKind.IMAGE, mime=mime, validate=image_validator(index, mime)
+                    data,
+                    MediaKind.IMAGE,
+                    mime=mime,
+                    validate=image_validator(index, mime),
+                    proven=PROVEN[MediaKind.IMAGE],
                 )
                 self._add_media(index, stored)
             case AudioBlock(data=data, mime=mime):
                 stored = self.cache.store_base64(
-                    data, MediaKind.AUDIO, mime=mime, validate=validate_audio
+                    data,
+                    MediaKind.AUDIO,
+                    mime=mime,
+                    validate=validate_audio,
+                    proven=PROVEN[MediaKind.AUDIO],
                 )
                 self._add_media(index, stored)
             case EmbeddedText(uri=uri, mime=mime, text=text):
@@ -124,7 +139,9 @@ class _Ingestion:
                     check = (
                         image_validator(index, mime) if kind is MediaKind.IMAGE else validate_audio
                     )
-                    stored = self.cache.store_base64(blob, kind, mime=mime, uri=uri, validate=check)
+                    stored = self.cache.store_base64(
+                        blob, kind, mime=mime, uri=uri, validate=check, proven=PROVEN[kind]
+                    )
                     self.lines.append(render.embedded_text_header(uri, mime))
                     self._add_media(index, stored)
             case ResourceLink():

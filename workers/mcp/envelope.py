@@ -20,6 +20,8 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from workers.mcp.stdio_pipes import PipeLines, PipeWriter, claimed_stdout, is_pipe
+
 
 def valid_id(value: Any) -> bool:
     """A JSON-RPC id the SDK can answer: a string or an integer (not a boolean)."""
@@ -72,9 +74,10 @@ class _CheckedLines:
 
 @asynccontextmanager
 async def checked_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's stdio server (it diverts fd 1 while serving), reading stdin through the
-    check above. As the SDK does for the stdin it reads itself, fd 0 points at the null
-    device meanwhile, so nothing else in the process (or its children) reads the wire."""
+    """The SDK's stdio server, reading stdin through the check above. As the SDK does for the
+    stdio it claims, fd 0 points at the null device and fd 1 at stderr meanwhile, so nothing
+    else in the process (or its children) reads or writes the wire. A wire that is a pipe is
+    read and written on the event loop (`stdio_pipes`), not in the SDK's threads."""
     private = os.dup(0)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -83,11 +86,13 @@ async def checked_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
         os.fdopen(private, "rb", closefd=False), encoding="utf-8", errors="replace"
     )
     try:
-        lines = _CheckedLines(anyio.wrap_file(wire))
-        async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-            lines.answers = write
-            lines.ready.set()
-            yield read, write
+        lines = _CheckedLines(PipeLines(private) if is_pipe(private) else anyio.wrap_file(wire))
+        with claimed_stdout() as out:
+            stdout = PipeWriter(out) if out is not None else None
+            async with stdio_server(stdin=lines, stdout=stdout) as (read, write):  # type: ignore[arg-type]
+                lines.answers = write
+                lines.ready.set()
+                yield read, write
     finally:
         os.dup2(private, 0)
         os.close(private)
