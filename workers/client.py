@@ -35,6 +35,8 @@ from workers.chunks import Chunk
 from workers.control import ClusterControl
 from workers.events import FALLBACK_POLL, EventFollower
 from workers.gateway import Admission, JobGateway, JobHandle, QueueBusy, QueueFull, answers
+from workers.job_control import progress as job_progress
+from workers.job_control import request_cancel
 from workers.node_cache import NodeCache, input_ref
 from workers.redis_target import mask
 from workers.settings import Settings
@@ -331,6 +333,13 @@ class MediaClient(JobGateway):
             except PermanentError:
                 return None
         return Path(path) if isinstance(path, str) else None
+
+    def cancel(self, job_id: str) -> None:
+        request_cancel(self.store, job_id)
+
+    def progress(self, job_id: str) -> float | None:
+        done = job_progress(self.store, job_id)
+        return float(done["done_s"]) if done is not None else None
 
     def waiting(self) -> dict[str, int]:
         """Jobs waiting in each queue (sent, not yet taken by a worker)."""

@@ -153,6 +153,15 @@ class JobGateway(Protocol):
 
     def waiting(self) -> dict[str, int]: ...
 
+    def cancel(self, job_id: str) -> None:
+        """Ask the job to stop: it ends `failed` with the reason `cancelled` (before it runs,
+        or at the stage's next checkpoint) unless it finishes first."""
+        ...
+
+    def progress(self, job_id: str) -> float | None:
+        """Seconds of input the running job has done, when its stage reports it."""
+        ...
+
     def close(self, finish_jobs: bool = False) -> None: ...
 
     def fault(self, exc: BaseException) -> tuple[str, str] | None:

@@ -102,3 +102,14 @@ def reprocess_lock(kind: str) -> str:
 def reprocess_progress(kind: str) -> str:
     """The report name of the reprocess run of one media kind."""
     return f"reprocess-progress:{kind}"
+
+
+def job_cancel(job_id: str) -> str:
+    """The report name that asks a job to stop (`tasks/cancel`): its worker checks it before
+    it starts and at every checkpoint of the stage."""
+    return f"job-cancel:{job_id}"
+
+
+def job_progress(job_id: str) -> str:
+    """The report name of a running job's progress (seconds of input done so far)."""
+    return f"job-progress:{job_id}"

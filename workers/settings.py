@@ -216,6 +216,12 @@ class McpSettings(BaseModel):
     # new client gets 503 (a live client's session is never evicted).
     session_idle_timeout: float = Field(default=600.0, gt=0)
     max_sessions: int = Field(default=500, ge=1)
+    # MCP tasks (the io.modelcontextprotocol/tasks extension): at most `max_tasks` held at
+    # once (finished ones give way to new ones, oldest first); each kept `task_ttl` seconds.
+    max_tasks: int = Field(default=1000, ge=1)
+    task_ttl: float = Field(default=3600.0, gt=0)
+    # Results held by finished tasks (speech comes inline): past this, oldest results go.
+    task_results_mb: float = Field(default=256.0, gt=0)
 
     @property
     def max_upstream_message_bytes(self) -> int:

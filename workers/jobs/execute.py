@@ -18,6 +18,7 @@ from pipelines.results import Envelope, ResultKey, StageOutcome, Status
 from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES, CapabilitySpec
 from workers.gateway import answers
+from workers.job_control import CANCELLED, Cancelled, cancel_requested, running_job
 from workers.jobs.resources import Resources
 from workers.jobs.stages import RUNNERS, Runner
 from workers.settings import Settings
@@ -121,6 +122,8 @@ def run_stage(resources: Resources, job: Job, runner: Runner) -> StageOutcome:
         return runner.stage(resources, path, job.params)
     except Skipped as exc:
         return StageOutcome(Status.DEGRADED, reason=f"skipped: {exc}")
+    except Cancelled as exc:
+        return StageOutcome(Status.FAILED, reason=str(exc))
     except Exception as exc:
         if not isinstance(exc, PermanentError):
             log.exception("stage %s failed on %s", job.key.capability, job.key)
@@ -191,9 +194,15 @@ def execute(
         if answers(found, job.job_id, job.force):
             assert found is not None
             return found
+        if cancel_requested(store, job.job_id):  # asked to stop while it waited
+            return _record(store, failed(job, CANCELLED))
         started, started_at = time.monotonic(), time.time()
-        with _renewing(store, claim, ttl):
-            outcome = run_stage(resources, job, runner)
+        running = running_job.set(job.job_id)
+        try:
+            with _renewing(store, claim, ttl):
+                outcome = run_stage(resources, job, runner)
+        finally:
+            running_job.reset(running)
         envelope = Envelope(
             status=outcome.status,
             key=job.key,

@@ -24,6 +24,8 @@ from pipelines.results import Envelope, ResultKey, Status
 from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES
 from workers.gateway import Admission, JobGateway, JobHandle, QueueFull, answers
+from workers.job_control import progress as job_progress
+from workers.job_control import request_cancel
 from workers.jobs.execute import Job, execute
 from workers.jobs.resources import Resources
 from workers.localstore import LocalStore
@@ -169,6 +171,13 @@ class InlineGateway(JobGateway):
             if envelope is not None:
                 return envelope.job_id, key, envelope
         return None, None, None
+
+    def cancel(self, job_id: str) -> None:
+        request_cancel(self.resources.store, job_id)
+
+    def progress(self, job_id: str) -> float | None:
+        done = job_progress(self.resources.store, job_id)
+        return float(done["done_s"]) if done is not None else None
 
     def waiting(self) -> dict[str, int]:
         """Jobs admitted and not finished, by queue."""

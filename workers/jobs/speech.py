@@ -51,13 +51,17 @@ def run_transcribe(
     path: Path,
     options: Mapping[str, str] | None = None,
     on_segment: Callable[[bytes], None] | None = None,
+    at: Callable[[float], None] | None = None,
 ) -> StageOutcome:
-    """Transcribe; `on_segment` gets each segment as JSON as soon as it is recognised."""
+    """Transcribe; `on_segment` gets each segment as JSON as soon as it is recognised, `at`
+    the seconds done after each window (it may raise to stop the job)."""
     transcriber, detector = engines
     if detector is not None:
         detector.reset()
 
     def checkpoint(progress: Progress) -> None:
+        if at is not None:
+            at(progress.done_s)
         if on_segment is None:
             return
         for said in progress.said:

@@ -17,6 +17,7 @@ from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
 from workers.blobs import BlobRef
 from workers.configs import stt_options
+from workers.job_control import checkpoint
 from workers.jobs.probes import probe_stt, probe_tts, probe_vision
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
@@ -76,7 +77,8 @@ def transcribe(
     options = stt_options(params)
     engines = resources.transcriber(options)
     with _streamed(resources, params) as on_segment:
-        return run_transcribe(engines, resources.settings, path, options, on_segment)
+        at = checkpoint(resources.store)
+        return run_transcribe(engines, resources.settings, path, options, on_segment, at)
 
 
 def synthesize(

@@ -20,6 +20,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, TypeVar
 
 import anyio
@@ -36,6 +37,7 @@ from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
 from workers.mcp.peers import Peer, connection_of, is_modern
 from workers.mcp.rewriter import MediaRewriter, failure_reason
+from workers.mcp.tasks import Tasks
 from workers.mcp.tools import OwnTools, error_result
 from workers.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
 from workers.settings import McpSettings
@@ -91,6 +93,8 @@ class Proxy:
         self.server.add_request_handler(
             "logging/setLevel", types.SetLevelRequestParams, self.set_level
         )
+        self.tasks = Tasks(tools, self.limits)  # tools/call as MCP tasks, when asked
+        self.tasks.install(self.server)
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options()
@@ -98,6 +102,7 @@ class Proxy:
     async def run_upstreams(self, task_group: anyio.abc.TaskGroup) -> None:
         """Where the upstream sessions of every client connection run."""
         self._tasks = task_group
+        self.tasks.bind(task_group)  # and the calls MCP tasks run
 
     def peers(self) -> list[Peer]:
         return [*self._peers.values(), *([self._modern] if self._modern else [])]
@@ -184,6 +189,8 @@ class Proxy:
     async def call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        if self.tasks.takes(ctx):  # the client named the tasks extension (workers.mcp.tasks)
+            return await self.tasks.start(ctx, params.name, partial(self.call_tool, ctx, params))
         peer = self._peer(ctx)
         arguments = dict(params.arguments or {})
         routed = self._route(peer, params.name)

@@ -11,6 +11,8 @@ import base64
 import logging
 import mimetypes
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +163,19 @@ def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
+@dataclass(frozen=True)
+class TaskWait:
+    """Set (in `TASK`) around a call an MCP task runs (workers.mcp.tasks): the task is told
+    of the job as soon as it is submitted (its id, to cancel it), and waits `wait` seconds
+    for its end, whatever the call's own `wait` says."""
+
+    submitted: Callable[[JobHandle], None]
+    wait: float
+
+
+TASK: ContextVar[TaskWait | None] = ContextVar("task", default=None)
+
+
 class ToolInputError(Exception):
     """A tool argument is unusable; the message is shown to the model."""
 
@@ -250,8 +265,20 @@ class OwnTools:
         return float(wait)
 
     async def _run(self, job: JobRequest, wait: float) -> JobHandle:
-        (handle,) = await anyio.to_thread.run_sync(self.rewriter.run, [job], wait)
-        return handle
+        task = TASK.get()
+        if task is None:
+            (handle,) = await anyio.to_thread.run_sync(self.rewriter.run, [job], wait)
+            return handle
+        # A task's call: told of the job as it is submitted, then waits here without
+        # holding a thread.
+
+        def submit() -> JobHandle:
+            (handle,) = self.rewriter.run([job], 0)
+            task.submitted(handle)
+            return handle
+
+        handle = await anyio.to_thread.run_sync(submit)
+        return await self.rewriter.gateway.wait_async(handle, task.wait)
 
     # tools
 
