@@ -74,8 +74,8 @@ def _entry(data: bytes, path: Path) -> tuple[str, str]:
     fields = {1: "", 2: ""}
     pos = 0
     while pos < len(data):
-        key, pos = _varint_at(data, pos)
-        length, pos = _varint_at(data, pos)
+        key, pos = varint_at(data, pos)
+        length, pos = varint_at(data, pos)
         if key & 7 != _LEN or pos + length > len(data):
             raise ConfigError(f"{path} has malformed metadata")
         fields[key >> 3] = data[pos : pos + length].decode("utf-8", "replace")
@@ -83,7 +83,7 @@ def _entry(data: bytes, path: Path) -> tuple[str, str]:
     return fields[1], fields[2]
 
 
-def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+def varint_at(data: bytes, pos: int) -> tuple[int, int]:
     value = 0
     shift = 0
     while pos < len(data):
@@ -96,7 +96,7 @@ def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
     raise ConfigError("malformed ONNX metadata entry")
 
 
-def _encode_varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
     out = bytearray()
     while True:
         low = value & 0x7F
@@ -112,8 +112,8 @@ def _encode_entry(key: str, value: str) -> bytes:
     body = bytearray()
     for number, text in ((_KEY_FIELD, key), (_VALUE_FIELD, value)):
         data = text.encode("utf-8")
-        body += _encode_varint(number << 3 | _LEN) + _encode_varint(len(data)) + data
-    return _encode_varint(_METADATA_PROPS << 3 | _LEN) + _encode_varint(len(body)) + bytes(body)
+        body += encode_varint(number << 3 | _LEN) + encode_varint(len(data)) + data
+    return encode_varint(_METADATA_PROPS << 3 | _LEN) + encode_varint(len(body)) + bytes(body)
 
 
 def write_with_metadata(src: Path, dst: Path, metadata: Mapping[str, str]) -> None:

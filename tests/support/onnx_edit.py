@@ -11,31 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from pipelines.onnx_metadata import encode_varint, varint_at
+
 _GRAPH, _OUTPUT, _METADATA, _NAME = 7, 12, 14, 1
 _LEN = 2
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _encode(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
 
 
 def _fields(data: bytes) -> Iterator[tuple[int, bytes, bytes]]:
@@ -43,14 +22,14 @@ def _fields(data: bytes) -> Iterator[tuple[int, bytes, bytes]]:
     pos = 0
     while pos < len(data):
         start = pos
-        key, pos = _varint(data, pos)
+        key, pos = varint_at(data, pos)
         wire, payload = key & 7, b""
         if wire == 0:
-            _, pos = _varint(data, pos)
+            _, pos = varint_at(data, pos)
         elif wire in (1, 5):
             pos += 8 if wire == 1 else 4
         elif wire == _LEN:
-            length, pos = _varint(data, pos)
+            length, pos = varint_at(data, pos)
             payload = data[pos : pos + length]
             pos += length
         else:
@@ -63,7 +42,7 @@ def _name(message: bytes) -> str:
 
 
 def _field(number: int, payload: bytes) -> bytes:
-    return _encode(number << 3 | _LEN) + _encode(len(payload)) + payload
+    return encode_varint(number << 3 | _LEN) + encode_varint(len(payload)) + payload
 
 
 def drop_output(src: Path, dst: Path, output: str) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipelines.errors import ConfigError
-from pipelines.onnx_metadata import _encode_varint, _varint_at, read_onnx_metadata
+from pipelines.onnx_metadata import encode_varint, read_onnx_metadata, varint_at
 
 _LEN, _VARINT = 2, 0
 _FLOAT, _INT64 = 1, 7  # TensorProto.DataType
@@ -33,11 +33,11 @@ _NODE, _INITIALIZER, _INPUT, _OUTPUT = 1, 5, 11, 12  # GraphProto fields
 
 
 def _key(field: int, wire: int) -> bytes:
-    return _encode_varint(field << 3 | wire)
+    return encode_varint(field << 3 | wire)
 
 
 def _bytes(field: int, payload: bytes) -> bytes:
-    return _key(field, _LEN) + _encode_varint(len(payload)) + payload
+    return _key(field, _LEN) + encode_varint(len(payload)) + payload
 
 
 def _str(field: int, text: str) -> bytes:
@@ -45,7 +45,7 @@ def _str(field: int, text: str) -> bytes:
 
 
 def _int(field: int, value: int) -> bytes:
-    return _key(field, _VARINT) + _encode_varint(value & (2**64 - 1))
+    return _key(field, _VARINT) + encode_varint(value & (2**64 - 1))
 
 
 def _attr(name: str, value: int | list[int]) -> bytes:
@@ -78,13 +78,13 @@ def _fields(data: bytes) -> Iterator[tuple[int, bytes, bytes]]:
     pos = 0
     while pos < len(data):
         start = pos
-        key, pos = _varint_at(data, pos)
+        key, pos = varint_at(data, pos)
         field, wire = key >> 3, key & 7
         if wire == _VARINT:
-            _, pos = _varint_at(data, pos)
+            _, pos = varint_at(data, pos)
             yield field, data[start:pos], b""
         elif wire == _LEN:
-            length, pos = _varint_at(data, pos)
+            length, pos = varint_at(data, pos)
             yield field, data[start : pos + length], data[pos : pos + length]
             pos += length
         elif wire in (1, 5):
