@@ -105,11 +105,26 @@ def proxy_params(cluster: Cluster, *upstream: str, **env: str) -> StdioServerPar
 
 @asynccontextmanager
 async def through_proxy(
-    cluster: Cluster, seen: Seen, *upstream: str, declare: bool = True, **env: str
+    cluster: Cluster,
+    seen: Seen,
+    *upstream: str,
+    declare: bool = True,
+    transport: str = "stdio",
+    **env: str,
 ) -> AsyncIterator[Client]:
-    params = proxy_params(cluster, *(upstream or UPSTREAM_EVERYTHING), **env)
-    async with seen.client(params, declare) as client:
-        yield client
+    """A client of a `mcp-media proxy` in front of `upstream`, over stdio or streamable HTTP."""
+    command = upstream or UPSTREAM_EVERYTHING
+    if transport == "stdio":
+        async with seen.client(proxy_params(cluster, *command, **env), declare) as client:
+            yield client
+        return
+    with mcp_door(cluster, "proxy", "--", *command, **env) as (url, token):
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            seen.client(streamable_http_client(url, http_client=http), declare) as client,
+        ):
+            yield client
 
 
 def run(test: Any) -> Any:
@@ -139,7 +154,13 @@ def test_a_list_change_reaches_the_client_once_after_many_calls(cluster: Cluster
     run(scenario)
 
 
-def test_same_tools_as_direct_and_sampling_roots_logging_pass_through(cluster: Cluster) -> None:
+TRANSPORTS = pytest.mark.parametrize("transport", ["stdio", "http"])
+
+
+@TRANSPORTS
+def test_same_tools_as_direct_and_sampling_roots_logging_pass_through(
+    cluster: Cluster, transport: str
+) -> None:
     direct_seen, seen = Seen(), Seen()
 
     async def scenario() -> None:
@@ -147,7 +168,7 @@ def test_same_tools_as_direct_and_sampling_roots_logging_pass_through(cluster: C
         async with direct_seen.client(direct) as client:
             direct_tools = upstream_names((await client.list_tools()).tools)
         assert len(direct_tools) == 17
-        async with through_proxy(cluster, seen) as client:
+        async with through_proxy(cluster, seen, transport=transport) as client:
             caps = client.session.server_capabilities
             assert caps is not None and caps.logging is not None and caps.completions is not None
             assert caps.tools is not None and caps.tools.list_changed
@@ -177,7 +198,8 @@ def test_same_tools_as_direct_and_sampling_roots_logging_pass_through(cluster: C
                 {"name": "department", "value": "Eng"},
             )
             assert completed.completion.values == ["Engineering"]
-        async with through_proxy(cluster, Seen(), declare=False) as client:  # hidden from it
+        hidden = through_proxy(cluster, Seen(), declare=False, transport=transport)
+        async with hidden as client:  # what the client cannot answer is hidden from it
             names = upstream_names((await client.list_tools()).tools)
             assert "trigger-sampling-request" not in names and "get-roots-list" not in names
             assert "echo" in names
@@ -185,11 +207,12 @@ def test_same_tools_as_direct_and_sampling_roots_logging_pass_through(cluster: C
     run(scenario)
 
 
-def test_resource_subscriptions_pass_through(cluster: Cluster) -> None:
+@TRANSPORTS
+def test_resource_subscriptions_pass_through(cluster: Cluster, transport: str) -> None:
     seen = Seen()
 
     async def scenario() -> None:
-        async with through_proxy(cluster, seen) as client:
+        async with through_proxy(cluster, seen, transport=transport) as client:
             resources = (await client.list_resources()).resources
             uri = str(resources[0].uri)
             await client.subscribe_resource(uri)
