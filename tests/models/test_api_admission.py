@@ -1,7 +1,9 @@
 """Admission under load on a real stt worker: a burst of concurrent openai-client requests
 against a short MCP_MEDIA_API__WAIT is answered (some 429 with a Retry-After, before they
 would wait past it), none hangs, none is lost, the accepted ones complete, and content
-already answered is never refused."""
+already answered is never refused. A burst admitted against a mean measured on quick jobs is
+refused late (429 while its jobs still wait), never a 504 for a job no worker has started,
+and every refused clip's retry is answered by its job."""
 
 from __future__ import annotations
 
@@ -17,10 +19,13 @@ import pytest
 from openai import OpenAI
 
 from pipelines.engines.registry import load_tts
+from pipelines.media import Capability
 from pipelines.speech.config import TtsConfig
 from tests.models.test_api_audio import heard
 from tests.support.cluster import Cluster
 from tests.support.serve import serve
+from workers import keys
+from workers.capabilities import CAPABILITIES
 
 pytestmark = pytest.mark.models
 
@@ -33,10 +38,10 @@ TEXT = (
 )
 
 
-def _clips(models_home: Path, count: int) -> list[bytes]:
+def _clips(models_home: Path, count: int, text: str = TEXT) -> list[bytes]:
     """One spoken paragraph, made distinct per clip by trailing silence (no dedup hit)."""
     voice = load_tts(TtsConfig(models_home / "models" / "piper-en_US-joe-medium"))
-    speech = voice.synthesize(TEXT)
+    speech = voice.synthesize(text)
     assert speech.samples is not None
     clips = []
     for n in range(count):
@@ -114,3 +119,67 @@ def test_a_burst_past_the_wait_is_refused_with_retry_after_and_nothing_is_lost(
         # a refused request retried once the burst has drained is served
         first = min(refused)
         assert heard(TEXT, send(sent[first])) >= 0.8
+
+
+QUICK = "Yes."
+LONG = " ".join([TEXT] * 5)  # past whisper's 30 s window: several times a quick job's work
+LATE_BURST = 16
+
+
+def test_a_burst_admitted_against_an_idle_mean_is_refused_late_not_timed_out(
+    speech_cluster: Cluster, models_home: Path
+) -> None:
+    quick = _clips(models_home, 4, QUICK)
+    clips = _clips(models_home, LATE_BURST, LONG)
+    speech_cluster.start_worker("stt", 2, MCP_MEDIA_STT__THREADS="1")
+    queue = CAPABILITIES[Capability.AUDIO_TRANSCRIBE].queue
+    gateway = speech_cluster.client()
+    with serve(speech_cluster, MCP_MEDIA_API__WAIT=str(WAIT)) as served:
+        api = OpenAI(
+            base_url=f"{served.url}/v1", api_key=served.key, max_retries=0, timeout=WAIT + MARGIN
+        )
+
+        def send(data: bytes) -> str:
+            return api.audio.transcriptions.create(model="whisper-1", file=("c.wav", data)).text
+
+        for data in quick:  # the mean is measured on quick jobs: the burst's take longer
+            send(data)
+        sent = [*clips, *quick]  # the quick clips again: answered, never refused
+        codes: dict[int, list[int]] = {n: [] for n in range(len(sent))}
+        texts: dict[int, str] = {}
+        queued_at_504: list[str] = []
+        barrier = threading.Barrier(len(sent))
+
+        def client(n: int) -> None:
+            barrier.wait()
+            deadline = time.monotonic() + 600  # a hang fails the test; not a timing
+            while n not in texts and time.monotonic() < deadline:
+                try:
+                    texts[n] = send(sent[n])
+                    codes[n].append(200)
+                except openai.APIStatusError as exc:
+                    codes[n].append(exc.status_code)
+                    if exc.status_code == 504:  # its job must have started: not still queued
+                        job_id = exc.response.headers["x-job-id"]
+                        if gateway.store.redis.zscore(keys.admitted(queue), job_id) is not None:
+                            queued_at_504.append(job_id)
+                    elif exc.status_code == 429:
+                        assert exc.code == "rate_limit_exceeded"
+                        assert "retry in" in str(exc.message)
+                        time.sleep(int(exc.response.headers["retry-after"]))
+                    else:
+                        return
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(len(sent))]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=700)
+        finally:
+            gateway.close()
+    assert not queued_at_504, f"504s for jobs no worker had started: {codes}"
+    assert set(texts) == set(range(len(sent))), codes  # every clip's retry was served
+    assert all(heard(LONG, texts[n]) >= 0.8 for n in range(LATE_BURST))
+    assert all(codes[n] == [200] for n in range(LATE_BURST, len(sent)))  # dedup: never refused
+    assert any(429 in codes[n] for n in range(LATE_BURST)), codes  # a burst past the wait

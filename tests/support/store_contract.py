@@ -281,7 +281,9 @@ def _measured(store: ResultStore, capability: Capability, seconds: float) -> Non
         job = f"measured{capability.value}{n}"
         store.admit(_speech(capability, n), job, 60, "stt", 0, False)
         store.started("stt", job)
-        store.put(replace(envelope(_speech(capability, n), job_id=job), elapsed_ms=seconds * 1000))
+        store.put(
+            replace(envelope(_speech(capability, n), job_id=job), elapsed_ms=int(seconds * 1000))
+        )
 
 
 def check_finish_estimate_by_position_and_late_refusal(make: MakeStore, tmp: Path) -> None:

@@ -151,11 +151,16 @@ async def refused_late(ctx: ApiContext, job: Submitted, left: float) -> None:
     assert expected is not None
     after = retry_after(expected, ctx.settings.api.wait)
     queue = CAPABILITIES[job.handle.key.capability].queue
+    why = (
+        f"should finish in about {expected:.0f} s, past what is left of"
+        if expected > left
+        else "still waits at the end of"
+    )
     raise ApiError(
         429,
-        f"the job {job.handle.id} waits in the busy '{queue}' queue and should finish in "
-        f"about {expected:.0f} s, past this request's wait; it stays queued: retry in {after} s "
-        "and the retry is answered by it",
+        f"the job {job.handle.id} in the busy '{queue}' queue {why} this request's "
+        f"{ctx.settings.api.wait:g} s wait; it stays queued: retry in {after} s and the retry "
+        "is answered by it",
         code="rate_limit_exceeded",
         headers={"Retry-After": str(after), "X-Job-Id": job.handle.id},
     )
