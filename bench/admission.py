@@ -41,6 +41,7 @@ class Burst:
     answers: list[float] = field(default_factory=list)  # seconds to each HTTP answer
     clips: list[float] = field(default_factory=list)  # seconds to each clip's transcript
     refused: int = 0  # 429s
+    refused_late: int = 0  # of them, while the job waited (late refusal: names the job)
     late: int = 0  # 504: the server's wait ran out (the job named, still running)
     timeouts: int = 0  # the client gave up (30 s)
     lost: int = 0  # a clip never transcribed (any other error)
@@ -70,7 +71,9 @@ def _burst(
                         api.audio.transcriptions.create(model="whisper-1", file=("c.wav", data))
                         outcome, pause = "done", 0.0
                     except openai.RateLimitError as exc:
-                        outcome = "refused"
+                        outcome = (
+                            "refused" if "x-job-id" not in exc.response.headers else "refused late"
+                        )
                         pause = float(exc.response.headers.get("retry-after", "1"))
                     except openai.APITimeoutError:
                         outcome, pause = "timeout", 0.0
@@ -84,8 +87,9 @@ def _burst(
                     with lock:
                         if outcome != "timeout":
                             found.answers.append(took)
-                        if outcome == "refused":
+                        if outcome in ("refused", "refused late"):
                             found.refused += 1
+                            found.refused_late += outcome == "refused late"
                         elif outcome == "timeout":
                             found.timeouts += 1
                         elif outcome == "late":
@@ -94,7 +98,7 @@ def _burst(
                             found.lost += 1
                         else:
                             found.clips.append(time.perf_counter() - began)
-                    if outcome != "refused":
+                    if outcome not in ("refused", "refused late"):
                         break
                     time.sleep(pause)
 
@@ -138,7 +142,8 @@ def run() -> None:
             f"{CLIENTS} clients x {PER_CLIENT} clips "
             f"({3 * audio_s if name == 'late' else audio_s:.1f} s each) in "
             f"{burst.seconds:.1f} s; answers p50 {_pct(burst.answers, 50):.2f} s, "
-            f"p99 {_pct(burst.answers, 99):.2f} s; {burst.refused} x 429, "
+            f"p99 {_pct(burst.answers, 99):.2f} s; {burst.refused} x 429 "
+            f"({burst.refused_late} late), "
             f"{burst.late} x 504, {burst.timeouts} client timeouts, {burst.lost} lost; clip to "
             f"transcript p99 {_pct(burst.clips, 99):.2f} s"
         )
@@ -206,7 +211,8 @@ def run() -> None:
             "unit": (
                 f"504s in a burst of {CLIENTS * PER_CLIENT} clips of {3 * audio_s:.0f} s after a "
                 f"warm-up on quick ones (API__WAIT {WAIT:g} s; p99 answer "
-                f"{_pct(late.answers, 99):.2f} s, {late.refused} x 429, {late.timeouts} client "
+                f"{_pct(late.answers, 99):.2f} s, {late.refused} x 429 ({late.refused_late} "
+                f"late), {late.timeouts} client "
                 f"timeouts, {late.lost} lost): a 504 only for a job that runs"
             ),
             "baseline": None,
