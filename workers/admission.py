@@ -9,6 +9,14 @@ the time each done job held its slot, from its start to its result, kept beside 
 admission state). The Redis
 store computes the same in its admission script, so a burst of submitters cannot all pass
 one estimate; this module holds the rule and the in-memory twin's arithmetic.
+
+The mean measured while the queue was idle is too optimistic when a burst arrives, so the
+first wave can all be admitted against it. Late refusal corrects that: while an admitted job
+still waits in its queue, its caller re-estimates from the job's position among the jobs
+admitted before it and the current mean (which rises as the burst's jobs finish), and is told
+to retry (429) as soon as the job can no longer finish within the caller's wait. The job stays
+queued: the retry joins it (dedup) and gets its result. A job a worker has started is waited
+for to the end.
 """
 
 from __future__ import annotations
@@ -39,6 +47,22 @@ def expected_wait(waiting: int, running: int, slots: int, mean: float) -> float 
     if ahead < slots:
         return None
     return (ahead - slots + 1) * mean / slots + mean
+
+
+def expected_finish(position: int, running: int, slots: int, mean: float) -> float:
+    """Seconds until an admitted job that still waits finishes, with `position` admitted jobs
+    ahead of it (admitted before it, not started): as `expected_wait`, and at least its own
+    mean service time when it would start at once (it has not started yet)."""
+    found = expected_wait(position, running, slots, mean)
+    return found if found is not None else max(mean, 0.0)
+
+
+def refuse_late(expected: float | None, left: float) -> bool:
+    """Is a caller still waiting for its admitted job told to retry now? Only while the job
+    waits in its queue (`expected` is not None), once it is expected to finish past the
+    `left` seconds of the caller's wait, or that wait is over (a 429 with a time to retry
+    instead of a 504)."""
+    return expected is not None and (left <= 0 or expected > left)
 
 
 def next_mean(mean: float, samples: int, seconds: float) -> float:

@@ -240,10 +240,7 @@ class MediaClient(JobGateway):
         inflight_ttl = int(hard * (self.settings.jobs.max_deliveries + 1) + 600)
         high_water = self.settings.jobs.high_water if limit else 0
         job_id = str(uuid.uuid4())
-        budget = None
-        if within is not None:
-            serving = [w for w in self.store.serving(spec.queue) if spec.queue not in w.paused]
-            budget = WaitBudget(within, sum(w.concurrency or 1 for w in serving))
+        budget = WaitBudget(within, self.slots(spec.queue)) if within is not None else None
         admitted = self.store.admit(
             key, job_id, inflight_ttl, spec.queue, high_water, force, budget
         )
@@ -297,6 +294,18 @@ class MediaClient(JobGateway):
             self.store.forget_record(job_id)
             raise
         return JobHandle(job_id, key, path, Status.PENDING, force=force)
+
+    def slots(self, queue: str) -> int:
+        """The slots of the live workers consuming `queue` (paused ones take nothing)."""
+        serving = [w for w in self.store.serving(queue) if queue not in w.paused]
+        return sum(w.concurrency or 1 for w in serving)
+
+    def finish_estimate(self, handle: JobHandle) -> float | None:
+        """Seconds until the handle's job, still waiting in its queue, should finish (by its
+        position and the current mean service time); None once a worker started it. The door
+        refuses a caller late by it (`workers.admission.refuse_late`)."""
+        queue = CAPABILITIES[handle.key.capability].queue
+        return self.store.finish_estimate(queue, handle.id, self.slots(queue))
 
     def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
         """The chunks of a streaming job after `after`, waiting up to `block_ms` for one."""

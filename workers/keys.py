@@ -28,6 +28,12 @@ def admitted(queue: str) -> str:
     return f"{PREFIX}:admitted:{queue}"
 
 
+def queued(queue: str) -> str:
+    """Sorted set: the same jobs as `admitted`, by admission time (the order workers take
+    them), so a waiting job knows how many are ahead of it."""
+    return f"{PREFIX}:queued:{queue}"
+
+
 def running(queue: str) -> str:
     """Sorted set: the jobs of `queue` a worker started and has not finished, by expiry."""
     return f"{PREFIX}:running:{queue}"

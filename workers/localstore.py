@@ -16,7 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipelines.results import Envelope, ResultFiles, ResultKey, Status
-from workers.admission import RUNNING_TTL, WaitBudget, expected_wait, next_mean
+from workers.admission import (
+    RUNNING_TTL,
+    WaitBudget,
+    expected_finish,
+    expected_wait,
+    next_mean,
+)
 from workers.capabilities import CAPABILITIES
 from workers.chunks import MAX_ENTRIES, Chunk, check_name
 from workers.store import Admitted, Claim
@@ -36,6 +42,8 @@ class LocalStore:
         self._deliveries: Counter[str] = Counter()
         self._dead: list[dict[str, Any]] = []
         self._counts: dict[str, Counter[str]] = {}
+        # queue -> admitted jobs no worker started -> expiry, in admission order (a dict keeps
+        # insertion order: the Redis store's `keys.queued`)
         self._admitted: dict[str, dict[str, float]] = {}
         self._running: dict[str, dict[str, float]] = {}
         self._service: dict[str, tuple[float, int]] = {}  # queue -> (mean seconds, jobs)
@@ -102,15 +110,11 @@ class LocalStore:
             current = self._inflight.get(key)
             if current is not None:
                 return Admitted("joined", job_id=current)
-            waiting = self._admitted.setdefault(queue, {})
-            for stale in [j for j, expiry in waiting.items() if expiry <= now]:
-                del waiting[stale]
+            waiting = self._waiting(queue, now)
             if high_water > 0 and len(waiting) >= high_water:
                 return Admitted("refused", waiting=len(waiting))
             if budget is not None:
-                running = self._running.setdefault(queue, {})
-                for stale in [j for j, expiry in running.items() if expiry <= now]:
-                    del running[stale]
+                running = self._running_now(queue, now)
                 mean = self._service.get(queue, (0.0, 0))[0]
                 expected = expected_wait(len(waiting), len(running), budget.slots, mean)
                 if expected is not None and expected > budget.seconds:
@@ -119,6 +123,28 @@ class LocalStore:
             self._jobs[job_id] = key
             waiting[job_id] = now + ttl
             return Admitted("queued", job_id=job_id)
+
+    def _waiting(self, queue: str, now: float) -> dict[str, float]:
+        waiting = self._admitted.setdefault(queue, {})
+        for stale in [j for j, expiry in waiting.items() if expiry <= now]:
+            del waiting[stale]
+        return waiting
+
+    def _running_now(self, queue: str, now: float) -> dict[str, float]:
+        running = self._running.setdefault(queue, {})
+        for stale in [j for j, expiry in running.items() if expiry <= now]:
+            del running[stale]
+        return running
+
+    def finish_estimate(self, queue: str, job_id: str, slots: int) -> float | None:
+        now = self._clock()
+        with self._lock:
+            waiting = list(self._waiting(queue, now))
+            if job_id not in waiting:
+                return None
+            running = len(self._running_now(queue, now))
+            mean = self._service.get(queue, (0.0, 0))[0]
+            return expected_finish(waiting.index(job_id), running, slots, mean)
 
     def started(self, queue: str, job_id: str) -> None:
         with self._lock:

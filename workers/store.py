@@ -72,24 +72,42 @@ redis.call('hincrby', KEYS[2], ARGV[3], 1)
 return 1
 """
 
+# Lua shared by the admission scripts. `prune`: admitted jobs whose entry expired (a message
+# that never reached a worker) leave both the expiry-ordered and the time-ordered set.
+# `expected`: seconds until a job with `ahead` jobs before it (every slot busy) finishes.
+_ADMISSION_LUA = """
+local function prune(admitted, queued, now)
+  for _, job in ipairs(redis.call('zrangebyscore', admitted, '-inf', now)) do
+    redis.call('zrem', admitted, job)
+    redis.call('zrem', queued, job)
+  end
+end
+local function expected(ahead, slots, mean)
+  return (ahead - slots + 1) * mean / slots + mean
+end
+"""
+
 # One atomic admission for a key: answered by a done result, joined to the job in flight,
 # refused over the queue's high water, else registered (the caller then sends the message).
 # The queue's depth is the set of admitted jobs no worker has started yet, scored by expiry,
-# so that a burst of submitters cannot all pass a check that only later becomes false.
+# so that a burst of submitters cannot all pass a check that only later becomes false; the
+# same jobs are kept by admission time too (`keys.queued`), for `_FINISH_ESTIMATE`.
 # With a wait bound, a new job is refused ('busy', with the expected seconds) when it would
 # not start at once and is expected to finish past the bound (`workers.admission`).
-# KEYS: result, inflight, job, admitted, running, service.  ARGV: job id, ttl, high water
-# (0: none), now, result key text, job-key ttl, force (1/0), wait bound (0: none), slots.
-_ADMIT = """
+# KEYS: result, inflight, job, admitted, running, service, queued.  ARGV: job id, ttl, high
+# water (0: none), now, result key text, job-key ttl, force (1/0), wait bound (0: none), slots.
+_ADMIT = (
+    _ADMISSION_LUA
+    + """
 if ARGV[7] == '0' then
   local stored = redis.call('get', KEYS[1])
   if stored and cjson.decode(stored)['status'] == 'done' then return {'settled', stored} end
 end
 local current = redis.call('get', KEYS[2])
 if current then return {'joined', current} end
+prune(KEYS[4], KEYS[7], ARGV[4])
 local high = tonumber(ARGV[3])
 if high > 0 then
-  redis.call('zremrangebyscore', KEYS[4], '-inf', ARGV[4])
   local waiting = redis.call('zcard', KEYS[4])
   if waiting >= high then return {'refused', tostring(waiting)} end
 end
@@ -97,19 +115,38 @@ local bound = tonumber(ARGV[8])
 local slots = tonumber(ARGV[9])
 local mean = tonumber(redis.call('hget', KEYS[6], 'mean') or '0')
 if bound > 0 and slots > 0 and mean > 0 then
-  redis.call('zremrangebyscore', KEYS[4], '-inf', ARGV[4])
   redis.call('zremrangebyscore', KEYS[5], '-inf', ARGV[4])
   local ahead = redis.call('zcard', KEYS[4]) + math.min(redis.call('zcard', KEYS[5]), slots)
   if ahead >= slots then
-    local expected = (ahead - slots + 1) * mean / slots + mean
-    if expected > bound then return {'busy', tostring(expected)} end
+    local seconds = expected(ahead, slots, mean)
+    if seconds > bound then return {'busy', tostring(seconds)} end
   end
 end
 redis.call('set', KEYS[2], ARGV[1], 'EX', ARGV[2])
 redis.call('set', KEYS[3], ARGV[5], 'EX', ARGV[6])
 redis.call('zadd', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[2]), ARGV[1])
+redis.call('zadd', KEYS[7], ARGV[4], ARGV[1])
 return {'queued', ARGV[1]}
 """
+)
+# Seconds until an admitted job that still waits in its queue finishes, from its position
+# among the jobs admitted before it, the jobs running and the current mean
+# (`workers.admission.expected_finish`); nil once a worker started it (or it is unknown).
+# KEYS: admitted, queued, running, service.  ARGV: job id, now, slots.
+_FINISH_ESTIMATE = (
+    _ADMISSION_LUA
+    + """
+prune(KEYS[1], KEYS[2], ARGV[2])
+local position = redis.call('zrank', KEYS[2], ARGV[1])
+if not position then return false end
+redis.call('zremrangebyscore', KEYS[3], '-inf', ARGV[2])
+local slots = tonumber(ARGV[3])
+local mean = tonumber(redis.call('hget', KEYS[4], 'mean') or '0')
+local ahead = position + math.min(redis.call('zcard', KEYS[3]), slots)
+if slots > 0 and mean > 0 and ahead >= slots then return tostring(expected(ahead, slots, mean)) end
+return tostring(math.max(mean, 0))
+"""
+)
 # A job's result is put: it leaves the running set and, done, its service time (from its
 # start in the running set to now: everything its slot spent on it, not only the stage's
 # `elapsed_ms`, which is the floor) moves its queue's mean (`workers.admission`).
@@ -180,6 +217,7 @@ class ResultStore(Protocol):
         budget: WaitBudget | None = None,
     ) -> Admitted: ...
     def service_time(self, queue: str) -> float: ...
+    def finish_estimate(self, queue: str, job_id: str, slots: int) -> float | None: ...
     def started(self, queue: str, job_id: str) -> None: ...
     def record_job(self, job_id: str, record: dict[str, Any], ttl: int) -> None: ...
     def forget_record(self, job_id: str) -> None: ...
@@ -238,6 +276,7 @@ class RedisStore:
         self._admit = client.register_script(_ADMIT)
         self._index_counted = client.register_script(_INDEX_COUNTED)
         self._finished = client.register_script(_FINISHED)
+        self._finish_estimate = client.register_script(_FINISH_ESTIMATE)
 
     # finished results
 
@@ -340,6 +379,7 @@ class RedisStore:
                 keys.admitted(queue),
                 keys.running(queue),
                 keys.service(queue),
+                keys.queued(queue),
             ],
             args=[
                 job_id,
@@ -368,6 +408,7 @@ class RedisStore:
         counts as running (ahead of new jobs) until its result is put."""
         pipe = self.redis.pipeline()
         pipe.zrem(keys.admitted(queue), job_id)
+        pipe.zrem(keys.queued(queue), job_id)
         pipe.zadd(keys.running(queue), {job_id: self.now() + RUNNING_TTL})
         pipe.execute()
 
@@ -375,6 +416,21 @@ class RedisStore:
         """The measured mean seconds of a done job of `queue` (0.0: none measured yet)."""
         raw = self.redis.hget(keys.service(queue), "mean")
         return float(raw) if raw is not None else 0.0
+
+    def finish_estimate(self, queue: str, job_id: str, slots: int) -> float | None:
+        """Seconds until `job_id`, admitted and still waiting in `queue` (served by `slots`),
+        is expected to finish; None once a worker started it, or if it is not admitted
+        (see `_FINISH_ESTIMATE`)."""
+        found = self._finish_estimate(
+            keys=[
+                keys.admitted(queue),
+                keys.queued(queue),
+                keys.running(queue),
+                keys.service(queue),
+            ],
+            args=[job_id, self.now(), slots],
+        )
+        return float(found) if found is not None else None
 
     def forget_job(self, key: ResultKey, job_id: str) -> None:
         self._release(keys=[keys.inflight(key)], args=[job_id])

@@ -14,7 +14,7 @@ import pytest
 from pipelines.media import Capability
 from pipelines.results import Envelope, ResultKey, Status
 from workers import keys
-from workers.admission import WaitBudget
+from workers.admission import WaitBudget, refuse_late
 from workers.gateway import answers
 from workers.store import ResultStore
 
@@ -275,6 +275,69 @@ def check_admission_by_expected_wait(make: MakeStore, tmp: Path) -> None:
     assert store.admit(_speech(tts, 4), "t4", 60, "tts", 0, False).decision == "queued"
 
 
+def _measured(store: ResultStore, capability: Capability, seconds: float) -> None:
+    """Ten done jobs of `seconds` each: the queue's mean service time is `seconds`."""
+    for n in range(100, 110):
+        job = f"measured{capability.value}{n}"
+        store.admit(_speech(capability, n), job, 60, "stt", 0, False)
+        store.started("stt", job)
+        store.put(
+            replace(envelope(_speech(capability, n), job_id=job), elapsed_ms=int(seconds * 1000))
+        )
+
+
+def check_finish_estimate_by_position_and_late_refusal(make: MakeStore, tmp: Path) -> None:
+    store = make(tmp)
+    stt = Capability.AUDIO_TRANSCRIBE
+    _measured(store, stt, 4.0)
+    for n in range(6):  # admitted in this order, no bound (the first wave of a burst)
+        assert store.admit(_speech(stt, n), f"job{n}", 60, "stt", 0, False).decision == "queued"
+    # by position among the jobs admitted before it, 2 slots, 4 s each: the first two start
+    # at once (one mean), then one every 2 s
+    estimates = [store.finish_estimate("stt", f"job{n}", 2) for n in range(6)]
+    assert estimates == [4.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    assert store.finish_estimate("stt", "unknown", 2) is None
+    # a joined submission (a dedup hit on the job in flight) changes nothing
+    joined = store.admit(_speech(stt, 3), "again", 60, "stt", 0, False, WaitBudget(1.0, 2))
+    assert (joined.decision, joined.job_id) == ("joined", "job3")
+    assert store.finish_estimate("stt", "job3", 2) == 8.0
+    store.started("stt", "job0")
+    store.started("stt", "job1")
+    assert store.finish_estimate("stt", "job0", 2) is None  # started: waited for to the end
+    assert [store.finish_estimate("stt", f"job{n}", 2) for n in (2, 5)] == [6.0, 12.0]
+    # the burst's jobs take longer than the mean measured while idle: the mean rises, and
+    # so does the estimate of every job still waiting
+    store.put(replace(envelope(_speech(stt, 0), job_id="job0"), elapsed_ms=14_000))
+    assert store.service_time("stt") == 6.0
+    assert [store.finish_estimate("stt", f"job{n}", 2) for n in (2, 3, 5)] == [6.0, 9.0, 15.0]
+    # the late refusal: a waiting job refused once it cannot finish in the wait left ...
+    assert refuse_late(store.finish_estimate("stt", "job5", 2), 14.0)
+    assert not refuse_late(store.finish_estimate("stt", "job5", 2), 15.0)
+    assert not refuse_late(store.finish_estimate("stt", "job2", 2), 10.0)
+    # ... or once the wait is over (a 429 to retry, not a 504); a started job never
+    assert refuse_late(store.finish_estimate("stt", "job2", 2), 0.0)
+    assert not refuse_late(store.finish_estimate("stt", "job1", 2), 0.0)
+    # the job refused late stays queued: a retry of its content joins it
+    retry = store.admit(_speech(stt, 5), "retry", 60, "stt", 0, False, WaitBudget(1.0, 2))
+    assert (retry.decision, retry.job_id) == ("joined", "job5")
+    # no worker serving the queue: nothing starts, at least one mean
+    assert store.finish_estimate("stt", "job2", 0) == 6.0
+
+
+def check_admitted_jobs_leave_the_order_when_they_expire(
+    make: MakeStore, tmp: Path, wait: Wait
+) -> None:
+    store = make(tmp)
+    stt = Capability.AUDIO_TRANSCRIBE
+    _measured(store, stt, 4.0)
+    assert store.admit(_speech(stt, 0), "lost", 1, "stt", 0, False).decision == "queued"
+    assert store.admit(_speech(stt, 1), "next", 60, "stt", 0, False).decision == "queued"
+    assert store.finish_estimate("stt", "next", 1) == 8.0  # one ahead of it on one slot
+    wait(1.5)  # a message that never reached a worker is no longer ahead of anyone
+    assert store.finish_estimate("stt", "lost", 1) is None
+    assert store.finish_estimate("stt", "next", 1) == 4.0
+
+
 def check_dead_letters_are_counted_dropped_and_cleared(make: MakeStore, tmp: Path) -> None:
     store = make(tmp)
     store.dead_letter("a", KEY, "delivered 4 times")
@@ -353,6 +416,7 @@ CHECKS: list[Check] = [
     check_admission_decides_once,
     check_admission_burst_stops_at_high_water,
     check_admission_by_expected_wait,
+    check_finish_estimate_by_position_and_late_refusal,
     check_dead_letters_are_counted_dropped_and_cleared,
     check_pauses_locks_reports_and_records,
     check_chunk_streams_hand_output_over_in_order,
@@ -362,5 +426,6 @@ TIMED_CHECKS: list[TimedCheck] = [
     check_an_expired_claim_nobody_took_is_taken_back,
     check_semaphore_limits_and_expires,
     check_admitted_jobs_expire,
+    check_admitted_jobs_leave_the_order_when_they_expire,
     check_locks_expire_with_their_holder,
 ]

@@ -2,7 +2,10 @@
 stored result when there is one, refused while the cluster cannot take it (503 with no
 worker, 429 when admission finds the queue at its high water, or the new job expected to
 finish past MCP_MEDIA_API__WAIT by the work ahead of it), else submitted and waited for
-(504 with the job id when the wait runs out).
+(504 with the job id when the wait runs out while the job runs). While the job still waits in
+its queue, its finish is re-estimated every `LATE_CHECK` seconds and the caller told to retry
+(429 with Retry-After) as soon as it cannot finish within the wait (`workers.admission`):
+the job stays queued, and the retry joins it.
 
 Waiting follows the events channel and holds no thread; the gateway's other calls (redis-py,
 Celery) run in worker threads.
@@ -19,6 +22,7 @@ from anyio import to_thread
 
 from pipelines.media import Capability
 from pipelines.results import Envelope, ResultKey, Status
+from workers.admission import refuse_late, retry_after
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.capabilities import CAPABILITIES
@@ -26,6 +30,8 @@ from workers.gateway import Admission, JobHandle, QueueBusy, QueueFull, answers
 
 if TYPE_CHECKING:
     from workers.client import MediaClient
+
+LATE_CHECK = 1.0  # seconds between re-estimates of a job still waiting in its queue
 
 # Reasons of failed STT jobs that mean the upload is not usable audio (415, not 500).
 _BAD_AUDIO = (
@@ -123,11 +129,41 @@ async def wait(ctx: ApiContext, job: Submitted, timeout: float | None = None) ->
     if job.handle.envelope is not None:
         return job.handle.envelope
     limit = timeout if timeout is not None else ctx.settings.api.wait
-    waited = await client_of(ctx).wait_async(job.handle, limit)
-    if waited.envelope is None:
-        raise timed_out(job)
-    observe(ctx, job, waited.envelope)
-    return waited.envelope
+    deadline = time.monotonic() + limit
+    while True:
+        step = min(LATE_CHECK, max(0.0, deadline - time.monotonic()))
+        waited = await client_of(ctx).wait_async(job.handle, step)
+        if waited.envelope is not None:
+            observe(ctx, job, waited.envelope)
+            return waited.envelope
+        await refused_late(ctx, job, deadline - time.monotonic())
+        if time.monotonic() >= deadline:
+            raise timed_out(job)
+
+
+async def refused_late(ctx: ApiContext, job: Submitted, left: float) -> None:
+    """429 with Retry-After when the job, still waiting in its queue, is expected to finish
+    past the `left` seconds of this request's wait (or that wait is over). Its retry joins
+    the same job, whose result it then gets."""
+    expected = await to_thread.run_sync(client_of(ctx).finish_estimate, job.handle)
+    if not refuse_late(expected, left):
+        return
+    assert expected is not None
+    after = retry_after(expected, ctx.settings.api.wait)
+    queue = CAPABILITIES[job.handle.key.capability].queue
+    why = (
+        f"should finish in about {expected:.0f} s, past what is left of"
+        if expected > left
+        else "still waits at the end of"
+    )
+    raise ApiError(
+        429,
+        f"the job {job.handle.id} in the busy '{queue}' queue {why} this request's "
+        f"{ctx.settings.api.wait:g} s wait; it stays queued: retry in {after} s and the retry "
+        "is answered by it",
+        code="rate_limit_exceeded",
+        headers={"Retry-After": str(after), "X-Job-Id": job.handle.id},
+    )
 
 
 def observe(ctx: ApiContext, job: Submitted, envelope: Envelope) -> None:

@@ -42,8 +42,10 @@ class Relay:
         return found
 
     async def first(self) -> tuple[list[bytes], Envelope | None]:
-        """Wait for the first audio (or the result, or the end of the wait: 504)."""
+        """Wait for the first audio (or the result, or the end of the wait: 504 while the job
+        runs, 429 as soon as a job still queued cannot start in time: `jobs.refused_late`)."""
         deadline = time.monotonic() + self.ctx.settings.api.wait
+        checked = time.monotonic()
         while True:
             data = self._take(await self.read())
             if data:
@@ -54,7 +56,11 @@ class Relay:
             if envelope is not None:
                 jobs.observe(self.ctx, self.job, envelope)
                 return [], envelope
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= checked + jobs.LATE_CHECK or now >= deadline:
+                checked = now
+                await jobs.refused_late(self.ctx, self.job, deadline - now)
+            if now >= deadline:
                 raise jobs.timed_out(self.job)
 
     def _take(self, chunks: Sequence[Chunk]) -> list[bytes]:
