@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from pipelines.media import MediaKind
 from tests.integration.conftest import ROOT, Cluster
 from tests.support.audio_samples import encode, tone
-from tests.support.misconf import refuse_writes
+from tests.support.misconf import refuse_writes, take_writes
 from tests.support.venvs import venv_with
 from workers.broker import ensure_embedded, stop_embedded
 
@@ -392,8 +392,8 @@ def test_a_broker_that_refuses_writes_is_named_in_tool_errors_and_notes(
     home = tmp_path / "broker"
     url = ensure_embedded(home).url
     admin = redis.Redis.from_url(url, socket_timeout=5)
+    folder = refuse_writes(admin)
     try:
-        refuse_writes(admin)
         clip = tmp_path / "clip.wav"
         clip.write_bytes(encode(tone(1.0), 16_000, "wav"))
         audio = cluster.settings().media_cache().store_file(clip, MediaKind.AUDIO)
@@ -426,6 +426,7 @@ def test_a_broker_that_refuses_writes_is_named_in_tool_errors_and_notes(
 
         run(scenario)
     finally:
+        take_writes(admin, folder)  # a broker that cannot save refuses to shut down
         admin.close()
         stop_embedded(home)
 
