@@ -69,10 +69,12 @@ class FittedImage:
     source_height: int
     source_bytes: int
 
+    NOTE_START = "[image sent as a "
+
     def note(self) -> str:
         """Our own line under the MEDIA: tag: what was sent, and that the original is there."""
         return (
-            f"[image sent as a {self.width}x{self.height} {self.mime.split('/')[1].upper()} "
+            f"{self.NOTE_START}{self.width}x{self.height} {self.mime.split('/')[1].upper()} "
             f"copy ({self.encoded_bytes} bytes as base64) to fit the client; the original, "
             f"{self.source_width}x{self.source_height} ({self.source_bytes} bytes), is at the "
             "MEDIA: path]"

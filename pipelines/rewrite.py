@@ -193,6 +193,26 @@ def _within(result: dict[str, Any], movable: list[tuple[int, StoredBlob]], cap: 
         before = _size(content[index])
         content[index] = _carried(content[index], _link(blob))
         total += _size(content[index]) - before
+        total += _say_linked(content, index + 1, blob, cap)
+
+
+def _say_linked(content: list[Any], after: int, blob: StoredBlob, cap: int) -> int:
+    """The text under a block moved to a link says so, not what `fit` sent before the move.
+    Returns the change in the result's size."""
+    about = content[after] if after < len(content) else None
+    if not isinstance(about, Mapping) or about.get("type") != "text":
+        return 0
+    lines = str(about.get("text", "")).split("\n")
+    moved = (
+        f"[image sent as a link: the result was over its {cap}-byte cap; read_resource "
+        f"{media_uri(blob.sha256)} gives the original]"
+    )
+    told = [moved if line.startswith(FittedImage.NOTE_START) else line for line in lines]
+    if told == lines:
+        return 0
+    before = _size(about)
+    content[after] = {**about, "text": "\n".join(told)}
+    return _size(content[after]) - before
 
 
 _WIRE_NAMES = {"mime_type": "mimeType"}

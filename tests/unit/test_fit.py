@@ -183,6 +183,10 @@ def test_a_result_over_its_cap_moves_its_largest_media_to_links(big_cache: Media
     largest = max(rendered.media, key=lambda blob: blob.size)
     links = [b["uri"] for b in out["content"] if b["type"] == "resource_link"]
     assert media_uri(largest.sha256) in links
+    for block, about in zip(out["content"], out["content"][1:], strict=False):
+        if block["type"] == "resource_link":  # the text under it says what was sent
+            assert "copy" not in about["text"] and "sent as a link" in about["text"], about
+            assert block["uri"] in about["text"]
     for block in out["content"]:
         if block["type"] == "image":
             assert encoded_size(len(base64.b64decode(block["data"]))) <= limits.image_budget
