@@ -300,8 +300,9 @@ def transcribe(
 def _word_timer(transcriber: Transcriber) -> WordTranscriber:
     if not getattr(transcriber, "word_timestamps", False):
         raise ConfigError(
-            "this speech model cannot time words (a whisper export without the alignment"
-            " output): re-prepare it with `mcp-media models prepare`"
+            "this speech model cannot time words: only mcp-media's own whisper export does"
+            " (sherpa-onnx folders cannot); a whisper folder prepared before word timestamps"
+            " needs `mcp-media models prepare` again"
         )
     return transcriber  # type: ignore[return-value]
 

@@ -77,8 +77,9 @@ def _options(ctx: ApiContext, form: Form, task: str) -> dict[str, str]:
         if not model.word_timestamps:
             raise ApiError(
                 400,
-                f"{model.id} cannot time words: its export predates word timestamps;"
-                " re-prepare it (mcp-media models prepare)",
+                f"{model.id} cannot time words: only mcp-media's own whisper export does"
+                " (sherpa-onnx folders cannot); a whisper folder prepared before word"
+                " timestamps needs `mcp-media models prepare` again",
                 param="timestamp_granularities[]",
                 code="word_timestamps_unsupported",
             )
