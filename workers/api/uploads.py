@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+import anyio
 from anyio import to_thread
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -100,6 +101,22 @@ class _Upload:
         self.path.unlink(missing_ok=True)
 
 
+DRAIN_BYTES = 1 << 20  # of a body refused before it was read, read and dropped at most
+DRAIN_SECONDS = 2.0
+
+
+async def _drain(request: Request) -> None:
+    """Read and drop what is left of a body refused before it was read, within bounds: a
+    connection closed with unread data is reset by the kernel, and the client may never
+    read the answer."""
+    read = 0
+    with contextlib.suppress(Exception), anyio.move_on_after(DRAIN_SECONDS):
+        async for chunk in request.stream():
+            read += len(chunk)
+            if read > DRAIN_BYTES:
+                return
+
+
 async def read_form(request: Request, settings: Settings, file_field: str = "file") -> Form:
     """Parse a multipart body; the part named `file_field` goes into the audio cache."""
     limit = int(settings.api.max_upload_mb * 1024 * 1024)
@@ -112,7 +129,11 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
             param="file",
             code="upload_too_large",
         )
-    boundary = multipart_boundary(request.headers.get("content-type", ""))
+    try:
+        boundary = multipart_boundary(request.headers.get("content-type", ""))
+    except ApiError:
+        await _drain(request)
+        raise
     form = Form()
     upload: _Upload | None = None
     part = _Part()
