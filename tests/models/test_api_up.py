@@ -4,11 +4,9 @@ the session's broker and must be gone before this one starts."""
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx2
@@ -18,6 +16,7 @@ from openai import OpenAI
 from tests.models.test_api_audio import SENTENCE, heard, transcribe
 from tests.support.cluster import ROOT, Cluster
 from tests.support.net import free_port
+from tests.support.up import wait_ready
 
 pytestmark = pytest.mark.models
 
@@ -40,15 +39,7 @@ def test_up_with_api_serves_speech_and_sigterm_stops_it(
         )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300  # a condition to wait for, not a timing assertion
-        ready = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            with contextlib.suppress(httpx2.TransportError):
-                ready = httpx2.get(f"{url}/readyz", timeout=5)
-                if ready.status_code == 200:
-                    break
-            time.sleep(0.5)
-        assert ready is not None and ready.status_code == 200, log.read_text()
+        wait_ready(proc, url, 300, log)
         address = f"http://127.0.0.1:{port}"
         assert f"API {address}/v1, jobs page {address}/" in log.read_text()
         key = (cluster.home / "api-key").read_text().strip()

@@ -5,17 +5,15 @@ with another module's workers."""
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import subprocess
 import sys
-import time
 
-import httpx2
 import pytest
 
 from tests.support.cluster import ROOT, Cluster
 from tests.support.net import free_port
+from tests.support.up import wait_ready
 
 pytestmark = pytest.mark.models
 
@@ -38,15 +36,7 @@ def test_up_starts_with_whisper_base_and_a_chinese_voice(speech_cluster: Cluster
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 240  # a condition to wait for, not a timing assertion
-        ready = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            with contextlib.suppress(httpx2.TransportError):
-                ready = httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
-                if ready.status_code == 200:
-                    break
-            time.sleep(0.5)
-        assert ready is not None and ready.status_code == 200, log.read_text()
+        wait_ready(proc, f"http://127.0.0.1:{port}", 240, log)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

@@ -32,6 +32,20 @@ def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 
     return bool(predicate())
 
 
+def wait_ready(proc: subprocess.Popen[bytes], url: str, seconds: float, log: Path) -> None:
+    """Until `url`/readyz answers 200 while `proc` runs, for at most `seconds` (a condition
+    to wait for, not a timing assertion); else fail with `log`."""
+    deadline = time.monotonic() + seconds
+    ready = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(httpx2.TransportError):
+            ready = httpx2.get(f"{url}/readyz", timeout=5)
+            if ready.status_code == 200:
+                break
+        time.sleep(0.5)
+    assert ready is not None and ready.status_code == 200, log.read_text()
+
+
 def children_of(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
