@@ -14,8 +14,11 @@ from pipelines.engines.whisper_words import (
     median_filter,
     merge_punctuation,
     snap_to_sound,
+    sound_onsets,
     split_words,
+    starts_after_marks,
     token_onsets,
+    trailing_marks,
     voiced_frames,
     word_spans,
 )
@@ -117,6 +120,36 @@ def test_spans_shrink_to_the_sound_within_them() -> None:
         pytest.approx((0.2, 0.4)),
         (0.6, 0.8),  # no sound inside: left alone
     ]
+
+
+def test_trailing_marks_count_the_punctuation_tokens_at_a_words_end() -> None:
+    assert [trailing_marks(w, _piece) for w in split_words([1, 2, 3, 4, 5], _piece, True)] == [
+        1,
+        1,
+    ]
+    assert trailing_marks(WordTokens(" world", (3, 4)), _piece) == 0
+    assert trailing_marks(WordTokens("好。", (10, 11)), _piece) == 1
+    assert trailing_marks(WordTokens("你", (8, 9)), _piece) == 0  # half a character is no mark
+    assert trailing_marks(WordTokens(",!", (2, 5)), _piece) == 1  # a word keeps one token
+
+
+def test_sound_begins_after_a_quiet_stretch_only() -> None:
+    voiced = np.zeros(40, dtype=bool)
+    voiced[[0, 1, 10, 11, 13, 14, 30]] = True  # 12: a gap of one frame inside a sound
+    assert sound_onsets(voiced, quiet=3).tolist() == [0, 10, 30]
+
+
+def test_a_word_starts_where_sound_begins_under_the_punctuation_before_it() -> None:
+    words = [WordTokens(" Apple,", (1, 2)), WordTokens(" banana.", (3, 5)), WordTokens(" x", (7,))]
+    voiced = np.zeros(100, dtype=bool)
+    voiced[2:20] = voiced[43:60] = voiced[80:90] = True
+    # The path waits on "," (row 1) from frame 25 through banana's first syllables (43-50);
+    # "." (row 3) ends at 80, where x's sound begins: nothing to move there.
+    onsets = np.array([0, 25, 50, 70, 80, 95])
+    moved = starts_after_marks(words, [1, 1, 0], onsets, voiced)
+    assert moved.tolist() == [0, 25, 43, 70, 80, 95]
+    # Without punctuation before it a word keeps the start the path gives it.
+    assert starts_after_marks(words, [0, 0, 0], onsets, voiced).tolist() == onsets.tolist()
 
 
 def _transcript(words: tuple[Word, ...] | None) -> Transcript:
