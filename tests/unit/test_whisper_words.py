@@ -23,6 +23,7 @@ from pipelines.engines.whisper_words import (
     word_spans,
 )
 from pipelines.errors import PermanentError
+from pipelines.results import processor_version
 from pipelines.speech.transcript import Segment, Transcript, Word, to_srt, to_vtt
 from workers.api.transcribe import openai_words
 from workers.configs import stt_keyed, stt_options
@@ -191,6 +192,12 @@ def test_timed_words_are_a_job_option_and_part_of_the_key() -> None:
     assert stt_options({"words": "0"}) == {}
     announced = {"version": "v1", "language": "en", "script": "simplified"}
     assert stt_keyed(announced, {"words": "1"}) != stt_keyed(announced, None)
+    # Word times revised (a word after punctuation starts at the sound under it): a timed
+    # result made before is not served again; other jobs keep their keys.
+    assert stt_keyed(announced, {"words": "1"}) != processor_version("v1", [("words", "1")])
+    assert stt_keyed(announced, {"task": "translate"}) == processor_version(
+        "v1", [("task", "translate")]
+    )
     assert stt_keyed(announced, {"words": ""}) == "v1"
     with pytest.raises(PermanentError, match="words 'yes' is not 1"):
         stt_options({"words": "yes"})
