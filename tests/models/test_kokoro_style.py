@@ -11,7 +11,9 @@ import onnxruntime as ort
 import pytest
 
 from pipelines.engines.kokoro import OrtKokoro
+from pipelines.engines.registry import load_tts
 from pipelines.engines.vits import read_symbol_ids
+from pipelines.speech.config import TtsConfig
 from pipelines.speech.tts import validate_kokoro_dir
 from workers.provisioning.models import prepare
 
@@ -24,14 +26,8 @@ SPEAKER = 2
 def test_a_clause_is_spoken_in_the_style_row_of_its_length_minus_one(models_home: Path) -> None:
     prepare(models_home, tier="quality", log=lambda message: None)
     files = validate_kokoro_dir(models_home / "models" / "kokoro-v1.0")
-    engine = OrtKokoro(
-        files.model,
-        files.voices,
-        files.tokens,
-        files.sample_rate,
-        files.n_speakers,
-        files.style_dim,
-    )
+    engine = load_tts(TtsConfig(models_home / "models" / "kokoro-v1.0", threads=1)).synthesizer
+    assert isinstance(engine, OrtKokoro)
     symbols = read_symbol_ids(files.tokens)
     ids = [symbols[s] for s in PHONEMES if s in symbols]
     styles = np.fromfile(files.voices, dtype=np.float32).reshape(
