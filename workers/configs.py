@@ -245,14 +245,20 @@ def stt_announcement(settings: Settings) -> dict[str, Any]:
     return {"version": base, "language": config.language, "script": config.chinese_script}
 
 
+WORDS_REVISION = 2
+
+
 def stt_keyed(announced: Mapping[str, Any], params: Mapping[str, Any] | None) -> str:
     options = stt_options(params)
     for name in ("language", "script"):
         if options.get(name) == announced.get(name):
             del options[name]
     base = str(announced["version"])
+    # Word times have their own revision, so only word-timed results are done again:
+    # 2: a word after punctuation starts where sound begins under it.
+    revision = [("words_revision", WORDS_REVISION)] if "words" in options else []
     # Default jobs keep the version they always had: their results stay valid.
-    return processor_version(base, sorted(options.items())) if options else base
+    return processor_version(base, sorted(options.items()) + revision) if options else base
 
 
 def tts_version(settings: Settings, params: Mapping[str, Any] | None = None) -> str:

@@ -2,8 +2,9 @@
 
 Kokoro's own recipe, as kokoro-onnx and sherpa-onnx run it: a clause's phonemes become ids
 from the folder's ``tokens.txt`` (a symbol without one is skipped), framed by 0 at both ends;
-the voice is the speaker's style vector for that many ids (``voices.bin`` holds
-``n_speakers x max_ids x style`` float32, ``style_dim`` in the model's metadata); the model
+the voice is the speaker's style vector for that many ids, row n - 1 for n ids (``voices.bin``
+holds ``n_speakers x max_ids x style`` float32, ``style_dim`` in the model's metadata; hexgrad's
+Kokoro reads ``pack[len(ps) - 1]``, kokoro-onnx ``voice[len(tokens) - 1]``); the model
 runs once per clause and the clauses' audio is joined. One session per process: on these
 machines it ran a sentence in 5.2 s where sherpa-onnx 2.0.1 took 8.2 s (see MODELS.md).
 """
@@ -66,7 +67,7 @@ class OrtKokoro:
         return self._speak(phonemes, tuple(mix), speed)
 
     def _speak(self, phonemes: Sequence[str], speaker: _Speaker, speed: float) -> Samples:
-        step = self._styles.shape[1] - 1  # the longest run the style table covers
+        step = self._styles.shape[1]  # the longest run the style table covers
         parts: list[Samples] = []
         for clause in phonemes:
             known = [self._ids[s] for s in clause if s in self._ids]
@@ -76,9 +77,11 @@ class OrtKokoro:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
     def _style(self, speaker: _Speaker, length: int) -> Samples:
+        """The style for `length` ids (no pads): row length - 1."""
+        row = length - 1
         if isinstance(speaker, int):
-            return np.asarray(self._styles[speaker, length][None, :], dtype=np.float32)
-        style = sum(weight * self._styles[sid, length] for sid, weight in speaker)
+            return np.asarray(self._styles[speaker, row][None, :], dtype=np.float32)
+        style = sum(weight * self._styles[sid, row] for sid, weight in speaker)
         return np.asarray(style, dtype=np.float32)[None, :]
 
     def _run(self, ids: list[int], speaker_id: _Speaker, speed: float) -> Samples:

@@ -39,7 +39,9 @@ from pipelines.engines.whisper_words import (
     attention_matrix,
     snap_to_sound,
     split_words,
+    starts_after_marks,
     token_onsets,
+    trailing_marks,
     voiced_frames,
     word_spans,
 )
@@ -353,7 +355,8 @@ class OrtWhisper:
     ) -> list[tuple[Word, ...]]:
         """Each piece's words, timed within the window by cross-attention alignment
         (`whisper_words`): the decoder run once over the prompt, <|notimestamps|>, the
-        window's text and <|endoftext|>; a token's row is the one that predicts it."""
+        window's text and <|endoftext|>; a token's row is the one that predicts it. Words
+        after punctuation start where sound begins under it; words shrink to their sound."""
         meta = self.meta
         grouped = [split_words(p.tokens, self._bytes, language not in UNSPACED) for p in pieces]
         text = [t for words in grouped for word in words for t in word.tokens]
@@ -368,12 +371,11 @@ class OrtWhisper:
         (scores,) = self._decoder.run(["alignment"], {**feeds, **cross})
         matrix = attention_matrix(np.asarray(scores, dtype=np.float32), frames // 2)
         onsets = token_onsets(matrix[len(prompt) : -1])
-        spans = iter(
-            snap_to_sound(
-                word_spans([w for words in grouped for w in words], onsets),
-                voiced_frames(samples, RATE),
-            )
-        )
+        every = [w for words in grouped for w in words]
+        voiced = voiced_frames(samples, RATE)
+        marks = [trailing_marks(word, self._bytes) for word in every]
+        onsets = starts_after_marks(every, marks, onsets, voiced)
+        spans = iter(snap_to_sound(word_spans(every, onsets), voiced))
         audio_s = frames * _HOP / RATE
         return [
             tuple(

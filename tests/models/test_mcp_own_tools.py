@@ -28,16 +28,21 @@ async def _finished(client: Client, job_id: str) -> types.CallToolResult:
             await anyio.sleep(0.2)
 
 
+def _own_tools(cluster: Cluster, wait: str) -> StdioServerParameters:
+    """`mcp-media mcp --wait <wait>` on `cluster`, with a tts and stt worker started."""
+    cluster.start_worker("tts,stt", concurrency=1)
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "workers.cli.main", "mcp", "--wait", wait],
+        env=cluster.env(PYTHONPATH=str(ROOT)),
+        cwd=str(ROOT),
+    )
+
+
 def test_media_result_of_speak_and_transcribe_gives_what_the_job_made(
     speech_cluster: Cluster,
 ) -> None:
-    speech_cluster.start_worker("tts,stt", concurrency=1)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "workers.cli.main", "mcp", "--wait", "0"],
-        env=speech_cluster.env(PYTHONPATH=str(ROOT)),
-        cwd=str(ROOT),
-    )
+    params = _own_tools(speech_cluster, "0")
 
     async def scenario() -> None:
         async with Client(params, read_timeout_seconds=120) as client:
@@ -66,5 +71,53 @@ def test_media_result_of_speak_and_transcribe_gives_what_the_job_made(
             listed = (await client.list_resources(cache_mode="refresh")).resources
             assert str(listed[0].uri) == f"mcp-media://media/{sha}"
             assert listed[0].mime_type == "audio/ogg"
+
+    anyio.run(scenario)
+
+
+def test_transcribe_audio_times_each_word_when_asked(speech_cluster: Cluster) -> None:
+    params = _own_tools(speech_cluster, "120")
+
+    async def scenario() -> None:
+        async with Client(params, read_timeout_seconds=240) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert tools["transcribe_audio"].input_schema["properties"]["words"]["type"] == (
+                "boolean"
+            )
+            spoken = await client.call_tool("speak", {"text": "The invoice was paid on Monday."})
+            assert spoken.structured_content is not None
+            assert spoken.structured_content["status"] == "done", spoken.structured_content
+            sha = Path(spoken.structured_content["path"]).name.split(".")[0]  # the audio's
+
+            timed = await client.call_tool("transcribe_audio", {"audio": sha, "words": True})
+            assert timed.structured_content is not None and not timed.is_error, timed.content
+            assert timed.structured_content["status"] == "done", timed.structured_content
+            words = timed.structured_content["words"]
+            assert [w["word"].strip(".,").lower() for w in words][-3:] == ["paid", "on", "monday"]
+            starts = [w["start"] for w in words]
+            assert starts == sorted(starts) and all(w["start"] <= w["end"] for w in words)
+            (text,) = [b.text for b in timed.content if isinstance(b, types.TextContent)]
+            line = text.splitlines()[-1]
+            assert text.splitlines()[0].lower().rstrip(".").endswith("paid on monday")
+            assert line == "words: " + " ".join(
+                f"{w['word']}@{w['start']:.2f}-{w['end']:.2f}" for w in words
+            )
+
+            cues = await client.call_tool(
+                "transcribe_audio", {"audio": sha, "words": True, "format": "vtt"}
+            )
+            (vtt,) = [b.text for b in cues.content if isinstance(b, types.TextContent)]
+            assert vtt.startswith("WEBVTT") and vtt.count(" --> ") == len(words)
+
+            plain = await client.call_tool("transcribe_audio", {"audio": sha})
+            assert plain.structured_content is not None
+            assert plain.structured_content["words"] is None
+            (shown,) = [b.text for b in plain.content if isinstance(b, types.TextContent)]
+            assert "words:" not in shown and "@" not in shown
+
+            refused = await client.call_tool("transcribe_audio", {"audio": sha, "words": "yes"})
+            assert refused.is_error
+            (why,) = [b.text for b in refused.content if isinstance(b, types.TextContent)]
+            assert "words must be true" in why
 
     anyio.run(scenario)

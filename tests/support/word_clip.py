@@ -22,6 +22,7 @@ SENTENCE = "Please send the quarterly report to the finance team in Rotterdam by
 # Gaps before each word cycle through these (seconds): natural pauses, some longer.
 GAPS = (0.5, 0.12, 0.2, 0.08, 0.3, 0.15, 0.1, 0.25, 0.18, 0.6, 0.1, 0.22, 0.14)
 _SOUND = 0.01  # amplitude where a word's sound starts and ends in its own synthesis
+_PAUSE = 0.2  # seconds of quiet between two sentences (a stop inside a word is shorter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,26 @@ def build_clip(tts: TextToSpeech, out: Path, sentence: str = SENTENCE) -> WordCl
     samples = np.concatenate(parts)
     write_wav(out, samples, rate)
     return WordClip(out, tuple(placed), len(samples) / rate)
+
+
+def build_sentences_clip(tts: TextToSpeech, out: Path, words: Sequence[str]) -> WordClip:
+    """One-word sentences ("Apple. Banana. ...") synthesised as one text, so the voice
+    pauses between them as it would; each word's onset is where sound begins after a pause
+    (at least `_PAUSE` s below `_SOUND`), one per word (else the clip is refused)."""
+    rate = tts.sample_rate
+    speech = tts.synthesize(" ".join(f"{word}." for word in words))
+    assert speech.samples is not None
+    samples = speech.samples.astype(np.float32)
+    loud = np.flatnonzero(np.abs(samples) >= _SOUND)
+    starts = loud[np.flatnonzero(np.diff(loud, prepend=-rate) > _PAUSE * rate)]
+    ends = np.append(loud[np.flatnonzero(np.diff(loud) > _PAUSE * rate)], loud[-1])
+    assert len(starts) == len(words), (starts / rate, words)
+    write_wav(out, samples, rate)
+    placed = tuple(
+        Word(word, float(start / rate), float(end / rate))
+        for word, start, end in zip(words, starts, ends, strict=True)
+    )
+    return WordClip(out, placed, len(samples) / rate)
 
 
 def _trimmed(samples: NDArray[np.float32]) -> NDArray[np.float32]:

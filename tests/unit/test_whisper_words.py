@@ -14,12 +14,16 @@ from pipelines.engines.whisper_words import (
     median_filter,
     merge_punctuation,
     snap_to_sound,
+    sound_onsets,
     split_words,
+    starts_after_marks,
     token_onsets,
+    trailing_marks,
     voiced_frames,
     word_spans,
 )
 from pipelines.errors import PermanentError
+from pipelines.results import processor_version
 from pipelines.speech.transcript import Segment, Transcript, Word, to_srt, to_vtt
 from workers.api.transcribe import openai_words
 from workers.configs import stt_keyed, stt_options
@@ -119,6 +123,36 @@ def test_spans_shrink_to_the_sound_within_them() -> None:
     ]
 
 
+def test_trailing_marks_count_the_punctuation_tokens_at_a_words_end() -> None:
+    assert [trailing_marks(w, _piece) for w in split_words([1, 2, 3, 4, 5], _piece, True)] == [
+        1,
+        1,
+    ]
+    assert trailing_marks(WordTokens(" world", (3, 4)), _piece) == 0
+    assert trailing_marks(WordTokens("好。", (10, 11)), _piece) == 1
+    assert trailing_marks(WordTokens("你", (8, 9)), _piece) == 0  # half a character is no mark
+    assert trailing_marks(WordTokens(",!", (2, 5)), _piece) == 1  # a word keeps one token
+
+
+def test_sound_begins_after_a_quiet_stretch_only() -> None:
+    voiced = np.zeros(40, dtype=bool)
+    voiced[[0, 1, 10, 11, 13, 14, 30]] = True  # 12: a gap of one frame inside a sound
+    assert sound_onsets(voiced, quiet=3).tolist() == [0, 10, 30]
+
+
+def test_a_word_starts_where_sound_begins_under_the_punctuation_before_it() -> None:
+    words = [WordTokens(" Apple,", (1, 2)), WordTokens(" banana.", (3, 5)), WordTokens(" x", (7,))]
+    voiced = np.zeros(100, dtype=bool)
+    voiced[2:20] = voiced[43:60] = voiced[80:90] = True
+    # The path waits on "," (row 1) from frame 25 through banana's first syllables (43-50);
+    # "." (row 3) ends at 80, where x's sound begins: nothing to move there.
+    onsets = np.array([0, 25, 50, 70, 80, 95])
+    moved = starts_after_marks(words, [1, 1, 0], onsets, voiced)
+    assert moved.tolist() == [0, 25, 43, 70, 80, 95]
+    # Without punctuation before it a word keeps the start the path gives it.
+    assert starts_after_marks(words, [0, 0, 0], onsets, voiced).tolist() == onsets.tolist()
+
+
 def _transcript(words: tuple[Word, ...] | None) -> Transcript:
     segment = Segment(0.5, 1.5, "Hello, world!")
     return Transcript("Hello, world!", (segment,), "en", 2.0, 0.1, words=words)
@@ -158,6 +192,12 @@ def test_timed_words_are_a_job_option_and_part_of_the_key() -> None:
     assert stt_options({"words": "0"}) == {}
     announced = {"version": "v1", "language": "en", "script": "simplified"}
     assert stt_keyed(announced, {"words": "1"}) != stt_keyed(announced, None)
+    # Word times revised (a word after punctuation starts at the sound under it): a timed
+    # result made before is not served again; other jobs keep their keys.
+    assert stt_keyed(announced, {"words": "1"}) != processor_version("v1", [("words", "1")])
+    assert stt_keyed(announced, {"task": "translate"}) == processor_version(
+        "v1", [("task", "translate")]
+    )
     assert stt_keyed(announced, {"words": ""}) == "v1"
     with pytest.raises(PermanentError, match="words 'yes' is not 1"):
         stt_options({"words": "yes"})

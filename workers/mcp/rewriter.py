@@ -71,9 +71,12 @@ class MediaRewriter:
         handles = self.run(rendered.jobs, self.options.wait)
         return rewrite_result(result, rendered, job_notes(handles, MCP_FETCH), self.options.policy)
 
-    def run(self, jobs: Sequence[JobRequest], wait: float) -> list[JobHandle]:
-        """Submit the jobs through the gateway; wait at most `wait` seconds (0: never)."""
+    def run(
+        self, jobs: Sequence[JobRequest], wait: float, params: Mapping[str, Any] | None = None
+    ) -> list[JobHandle]:
+        """Submit the jobs (with the job options `params`) through the gateway; wait at most
+        `wait` seconds (0: never)."""
         if not jobs:
             return []
-        handles = self.gateway.submit(jobs, trace_id=uuid.uuid4().hex[:16])
+        handles = self.gateway.submit(jobs, trace_id=uuid.uuid4().hex[:16], params=params)
         return self.gateway.wait(handles, wait) if wait > 0 else handles

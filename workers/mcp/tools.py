@@ -88,11 +88,18 @@ DEFINITIONS = [
     ),
     types.Tool(
         name="transcribe_audio",
-        description="Speech to text for an audio clip, as text, srt, vtt or segments.",
+        description="Speech to text for an audio clip, as text, srt, vtt or segments;"
+        " with words, each word's start-end seconds too.",
         input_schema=_schema(
             {
                 "audio": MEDIA_ARG,
                 "format": {"type": "string", "enum": ["text", "srt", "vtt", "segments"]},
+                "words": {
+                    "type": "boolean",
+                    "description": "time each word (whisper prepared by mcp-media): the words"
+                    " as word@start-end seconds after the text or segments, one cue per word"
+                    " in srt and vtt",
+                },
                 "wait": WAIT_ARG,
             },
             ["audio"],
@@ -102,6 +109,7 @@ DEFINITIONS = [
                 "text": {"type": ["string", "null"]},
                 "language": {"type": ["string", "null"]},
                 "segments": {"type": "array", "items": {"type": "object"}},
+                "words": {"type": ["array", "null"], "items": {"type": "object"}},
                 **_MADE_BY,
             }
         ),
@@ -264,16 +272,18 @@ class OwnTools:
             raise ToolInputError("wait must be a number of seconds >= 0")
         return float(wait)
 
-    async def _run(self, job: JobRequest, wait: float) -> JobHandle:
+    async def _run(
+        self, job: JobRequest, wait: float, params: Mapping[str, Any] | None = None
+    ) -> JobHandle:
         task = TASK.get()
         if task is None:
-            (handle,) = await anyio.to_thread.run_sync(self.rewriter.run, [job], wait)
+            (handle,) = await anyio.to_thread.run_sync(self.rewriter.run, [job], wait, params)
             return handle
         # A task's call: told of the job as it is submitted, then waits here without
         # holding a thread.
 
         def submit() -> JobHandle:
-            (handle,) = self.rewriter.run([job], 0)
+            (handle,) = self.rewriter.run([job], 0, params)
             task.submitted(handle)
             return handle
 
@@ -294,18 +304,22 @@ class OwnTools:
         fmt = arguments.get("format", "text")
         if fmt not in ("text", "srt", "vtt", "segments"):
             raise ToolInputError("format must be text, srt, vtt or segments")
+        words = arguments.get("words", False)
+        if not isinstance(words, bool):
+            raise ToolInputError("words must be true (time each word) or false")
         job = self._media(arguments.get("audio"), MediaKind.AUDIO)
-        handle = await self._run(job, self._wait(arguments))
+        handle = await self._run(job, self._wait(arguments), {"words": "1"} if words else None)
         out = handle.envelope.output if handle.envelope is not None else {}
         extra = {
             "text": out.get("text"),
             "language": out.get("language"),
             "segments": list(out.get("segments", [])),
+            "words": out.get("words"),
             **_made_by(out),
         }
         shown = None
         if handle.envelope is not None and handle.envelope.status is Status.DONE:
-            shown = _formatted(out, fmt)
+            shown = _formatted(out, fmt, words)
         return self._job_result(handle, extra, shown)
 
     async def _speak(self, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -433,9 +447,19 @@ class OwnTools:
         )
 
 
-def _formatted(output: Any, fmt: str) -> str:
+def _formatted(output: Any, fmt: str, words: bool = False) -> str:
+    """The transcript as `fmt`; with `words`, one cue per word in srt/vtt, else the words
+    as word@start-end (seconds) on a line after the text or segments."""
+    if fmt in ("srt", "vtt"):
+        return format_transcript(Transcript.from_dict(output), fmt, words)
     if fmt == "segments":
-        return "\n".join(
+        shown = "\n".join(
             f"[{s['start']:.2f}-{s['end']:.2f}] {s['text']}" for s in output.get("segments", [])
         )
-    return format_transcript(Transcript.from_dict(output), fmt)
+    else:
+        shown = format_transcript(Transcript.from_dict(output), fmt)
+    timed = output.get("words") if words else None
+    if not timed:
+        return shown
+    listed = " ".join(f"{w['word']}@{w['start']:.2f}-{w['end']:.2f}" for w in timed)
+    return f"{shown.rstrip()}\nwords: {listed}"
