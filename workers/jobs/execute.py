@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import PermanentError, Skipped, TransientError, disk_full
+from pipelines.errors import PermanentError, Skipped, TransientError, causes, disk_full
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
 from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES, CapabilitySpec
@@ -226,7 +226,9 @@ def execute(
             trace_id=job.trace_id,
             started_at=started_at,
         )
-        return _record(store, envelope)
+        # A broker refusing writes (MISCONF: its disk is full) may take them again within
+        # seconds; the result is kept and stored then, while our claim still stands.
+        return _record(store, envelope, patience=ttl / 2)
     finally:
         store.release(claim)
 
@@ -236,7 +238,26 @@ def give_up(resources: Resources, job: Job, reason: str) -> Envelope:
     return _record(resources.store, failed(job, reason))
 
 
-def _record(store: ResultStore, envelope: Envelope) -> Envelope:
+def _record(store: ResultStore, envelope: Envelope, patience: float = 0.0) -> Envelope:
+    deadline, delay = time.monotonic() + patience, 0.1
+    while True:
+        try:
+            return _put(store, envelope)
+        except Exception as exc:
+            if not _writes_refused(exc) or time.monotonic() + delay > deadline:
+                raise
+            log.warning(
+                "the broker refuses writes; storing %s again in %.1f s", envelope.key, delay
+            )
+        time.sleep(delay)
+        delay = min(1.0, delay * 2)
+
+
+def _writes_refused(exc: BaseException) -> bool:
+    return any("MISCONF" in str(found) for found in causes(exc))
+
+
+def _put(store: ResultStore, envelope: Envelope) -> Envelope:
     try:
         store.put(envelope)
     except Exception as exc:
