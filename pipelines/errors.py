@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 
 MAX_CHAIN = 16  # errors `causes` walks at most
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class MediaError(Exception):
@@ -47,3 +49,11 @@ def causes(exc: BaseException) -> Iterator[BaseException]:
         for linked in (current.__cause__, current.__context__):
             if linked is not None:
                 todo.append(linked)
+
+
+def disk_full(exc: BaseException) -> OSError | None:
+    """The ENOSPC/EDQUOT error behind `exc`, if any."""
+    for found in causes(exc):
+        if isinstance(found, OSError) and found.errno in DISK_FULL:
+            return found
+    return None

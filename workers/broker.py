@@ -131,7 +131,10 @@ def _port_free(port: int) -> bool:
 def _read_state(folder: Path) -> dict[str, int] | None:
     try:
         data = json.loads((folder / "broker.json").read_text())
-        return {"port": int(data["port"]), "pid": int(data["pid"])}
+        state = {"port": int(data["port"]), "pid": int(data["pid"])}
+        if data.get("start") is not None:
+            state["start"] = int(data["start"])
+        return state
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return None
 
@@ -185,7 +188,9 @@ def ensure_embedded(home: Path) -> Broker:
             while time.monotonic() < deadline:
                 if _alive(url):
                     pid = _read_pid(folder)
-                    (folder / "broker.json").write_text(json.dumps({"port": port, "pid": pid}))
+                    start = _start_ticks(pid) if pid is not None else None
+                    record = {"port": port, "pid": pid, "start": start}
+                    (folder / "broker.json").write_text(json.dumps(record))
                     return Broker(url=url, pid=pid, port=port, started=True)
                 time.sleep(0.05)
         log = folder / "redis.log"
@@ -214,33 +219,144 @@ def running_embedded(home: Path) -> Broker | None:
     return Broker(url=url, pid=state["pid"], port=state["port"], started=False)
 
 
-def stop_embedded(home: Path, timeout: float = 10.0) -> bool:
-    """Stop the embedded redis-server of this home (AOF is flushed on shutdown).
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """How `stop_embedded` ended the broker: `saved` (a plain SHUTDOWN), `unsaved` (SHUTDOWN
+    NOSAVE, after it refused to save), `killed` (by its pid), or `running` (it is still up:
+    nothing we could stop safely). `lost` says what could not be saved, and where."""
 
-    False when none was running. Holds the start lock, so a command starting the broker at
+    port: int
+    how: str
+    lost: str = ""
+
+
+def stop_embedded(home: Path, timeout: float = 10.0, grace: float = 2.0) -> Stopped | None:
+    """Stop the embedded redis-server of this home: SHUTDOWN (the AOF is flushed, save
+    points saved); if it refuses (it cannot write its snapshot: MISCONF, a full or read-only
+    disk), SHUTDOWN NOSAVE; as a last resort SIGTERM then SIGKILL to the pid it reported,
+    only while that pid is still the same redis-server.
+
+    None when none was running. Holds the start lock, so a command starting the broker at
     the same moment sees it either running or stopped, never half-way.
     """
     folder = home / "redis"
     if not folder.is_dir():
-        return False
+        return None
     with _locked(folder):
         running = running_embedded(home)
         if running is None:
-            return False
-        client = redis.Redis.from_url(running.url, socket_timeout=2)
-        try:
-            client.shutdown()
-        except (redis.RedisError, OSError):
-            if _alive(running.url) and running.pid:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(running.pid, signal.SIGTERM)
-        finally:
-            client.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(running.url):
-            time.sleep(0.05)
-    # broker.json stays: the next start reuses its port, so clients reconnect by themselves.
+            return None
+        facts = _facts(running.url)
+        owned = _owned_process(running, facts, _read_state(folder))
+        if _shutdown(running.url, nosave=False) and _gone(running.url, timeout):
+            return Stopped(running.port, "saved")
+        lost = _unsaved(facts, folder)
+        if _shutdown(running.url, nosave=True) and _gone(running.url, grace):
+            return Stopped(running.port, "unsaved", lost)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if owned is None or not owned.same():
+                break
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(owned.pid, sig)
+            if _gone(running.url, grace):
+                return Stopped(running.port, "killed", lost)
+        # broker.json stays: the next start reuses its port, so clients reconnect by themselves.
+        return Stopped(running.port, "running", lost)
+
+
+def _facts(url: str) -> dict[str, object]:
+    """INFO server + persistence, read before stopping it (they answer under MISCONF)."""
+    client = redis.Redis.from_url(url, socket_timeout=2, decode_responses=True)
+    try:
+        return {**client.info("server"), **client.info("persistence")}
+    except (redis.RedisError, OSError):
+        return {}
+    finally:
+        client.close()
+
+
+def _shutdown(url: str, *, nosave: bool) -> bool:
+    """True once the server took the SHUTDOWN (closed the connection); False if it refused
+    (it could not save) or did not answer."""
+    client = redis.Redis.from_url(url, socket_timeout=2)
+    try:
+        client.shutdown(nosave=nosave)
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
     return True
+
+
+def _gone(url: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(url):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Process:
+    pid: int
+    started: int  # clock ticks after boot (/proc/PID/stat): a reused pid has another
+
+    def same(self) -> bool:
+        return _start_ticks(self.pid) == self.started
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _owned_process(
+    running: Broker, facts: dict[str, object], state: dict[str, int] | None
+) -> _Process | None:
+    """The server's process if it is provably ours: the pid recorded at its start, reported
+    by the server itself (it took our password on our port) or, if it does not answer, a
+    redis-server on our port; with the start time recorded for it, when there is one."""
+    pid = running.pid
+    if pid is None:
+        return None
+    if facts:
+        if facts.get("process_id") != pid:
+            return None
+    else:
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            return None
+        if "redis-server" not in title or f":{running.port}" not in title:
+            return None
+    started = _start_ticks(pid)
+    if started is None or (state is not None and state.get("start", started) != started):
+        return None
+    return _Process(pid, started)
+
+
+def _unsaved(facts: dict[str, object], folder: Path) -> str:
+    changes = facts.get("rdb_changes_since_last_save")
+    when = facts.get("rdb_last_save_time")
+    at = (
+        f" ({time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(when))})"
+        if isinstance(when, int)
+        else ""
+    )
+    what = f"the {changes} write(s)" if isinstance(changes, int) else "the writes"
+    aof = (
+        " (its append-only file was still being written: it may hold them)"
+        if facts.get("aof_enabled") == 1 and facts.get("aof_last_write_status") == "ok"
+        else ""
+    )
+    return (
+        f"the embedded broker could not save (see {folder / 'redis.log'}): stopped without "
+        f"saving, {what} since its last save{at} could not be saved{aof}; "
+        f"its data folder: {folder}"
+    )
 
 
 def broker_url(home: Path, configured: str | None) -> Broker:

@@ -8,6 +8,7 @@ serves on. The same checkpoint writes the job's progress for the door to show.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -15,6 +16,8 @@ from typing import Any, Protocol
 
 from pipelines.errors import PermanentError
 from workers import keys
+
+log = logging.getLogger(__name__)
 
 CANCEL_TTL = 24 * 3600  # a job runs within its hard time limit, far below this
 PROGRESS_TTL = 3600
@@ -55,6 +58,9 @@ def checkpoint(store: Reports) -> Callable[[float], None] | None:
     def check(done_s: float) -> None:
         if cancel_requested(store, job_id):
             raise Cancelled(CANCELLED)
-        store.put_report(keys.job_progress(job_id), {"done_s": round(done_s, 2)}, PROGRESS_TTL)
+        try:
+            store.put_report(keys.job_progress(job_id), {"done_s": round(done_s, 2)}, PROGRESS_TTL)
+        except Exception:  # progress is for show: a broker refusing writes fails no job
+            log.warning("progress of job %s not recorded", job_id, exc_info=True)
 
     return check

@@ -66,8 +66,9 @@ class LocalStore:
     def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]:
         return {key: env for key in wanted if (env := self.get(key)) is not None}
 
-    def put(self, envelope: Envelope) -> None:
-        self.sidecars.write(envelope)
+    def put(self, envelope: Envelope, *, sidecar: bool = True) -> None:
+        if sidecar:
+            self.sidecars.write(envelope)
         with self._lock:
             before = self._results.get(envelope.key)
             self._results[envelope.key] = envelope

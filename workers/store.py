@@ -205,7 +205,7 @@ class ResultStore(Protocol):
 
     def get(self, key: ResultKey, sidecar: bool = True) -> Envelope | None: ...
     def get_many(self, wanted: list[ResultKey]) -> dict[ResultKey, Envelope]: ...
-    def put(self, envelope: Envelope) -> None: ...
+    def put(self, envelope: Envelope, *, sidecar: bool = True) -> None: ...
     def admit(
         self,
         key: ResultKey,
@@ -305,9 +305,11 @@ class RedisStore:
                 found[key] = Envelope.from_json(json.loads(raw))
         return found
 
-    def put(self, envelope: Envelope) -> None:
-        """Write the sidecar first (the truth), then index it and announce it."""
-        self.sidecars.write(envelope)
+    def put(self, envelope: Envelope, *, sidecar: bool = True) -> None:
+        """Write the sidecar first (the truth), then index it and announce it. Without
+        `sidecar`: only indexed and announced (a failure that no disk had room for)."""
+        if sidecar:
+            self.sidecars.write(envelope)
         capability = envelope.key.capability.value
         self._index_counted(
             keys=[keys.result(envelope.key), keys.counts(capability)],

@@ -286,6 +286,7 @@ def door_fault(
             "answers": ";".join(f"{a.kind}:{a.detail}" for a in answers if a.kind != "completed")
             or "all-completed",
             "restarted": up.text()[said:].count("mcp-media: restarted"),
+            "seconds": ",".join(f"{a.kind[0]}{a.seconds:.1f}" for a in answers),
         },
     )
 

@@ -399,6 +399,44 @@ def redis_restart(cluster: Cluster, workdir: Path, tag: int = 0, *, hard: bool) 
     return outcome(name, cluster, finished, latest, loss_noticed_in=seen)
 
 
+def first_job_after_restart(
+    cluster: Cluster, workdir: Path, tag: int = 0, *, down_for: float = 0.0
+) -> Outcome:
+    """redis-server SIGKILLed under an idle vision worker, kept down `down_for` seconds
+    (`up` restarts it after a second or two), restarted on the same port; one fresh job is
+    submitted the moment it answers. `first_job_s` runs from the broker's return to that
+    job's result: how long the worker took to reconnect and take it."""
+    cluster.fake.set(latency=0.0, reply="back")
+    vision_worker(cluster)
+    client = cluster.client()
+    try:  # a first job warms the worker: what is measured is the way back, not a cold start
+        warm = client.submit(image_jobs(cluster, workdir, range(400_000 + tag, 400_001 + tag)))
+        finish(client, warm, timeout=120, since=time.monotonic())
+    finally:
+        client.close()
+    noticed = broker_down(cluster, hard=True)
+    time.sleep(down_for)  # the outage's length, not a wait for something
+    broker_up(cluster)
+    back = time.monotonic()
+    jobs = image_jobs(cluster, workdir, range(300_000 + tag * 10, 300_001 + tag * 10))
+    client = cluster.client()
+    try:
+        handles = client.submit(jobs)
+        finished, latest = finish(client, handles, timeout=120, since=back)
+    finally:
+        client.close()
+    seen = "never" if noticed is None else f"{noticed:.1f}s"
+    return outcome(
+        "first_job_after_restart",
+        cluster,
+        finished,
+        latest,
+        down_for_s=down_for,
+        loss_noticed_in=seen,
+        first_job_s=round(latest, 2),
+    )
+
+
 def stalled_consumer(cluster: Cluster, workdir: Path, tag: int = 0) -> Outcome:
     """A vision worker that stays alive but stops consuming (SIGUSR2 to the fault worker
     takes its channel's credit away for good); 20 jobs are submitted after the stall."""

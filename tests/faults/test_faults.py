@@ -76,6 +76,15 @@ def test_redis_restart_mid_burst(node: Cluster, tmp_path: Path, hard: bool) -> N
     assert result.extra["loss_noticed_in"] != "never", result.line()
 
 
+def test_a_worker_takes_a_job_again_after_the_broker_restarts(
+    node: Cluster, tmp_path: Path
+) -> None:
+    # Down 2.5 s: past the 2 s try of kombu's own back-off (its next came 6 s in).
+    result = scenarios.first_job_after_restart(node, tmp_path, down_for=2.5)
+    check(result)  # the line carries first_job_s: a figure, not an assertion
+    assert result.completed == result.submitted == 1, result.line()
+
+
 def test_node_loss_on_nodes_that_share_only_redis_and_a_bucket(
     split_node: SplitCluster, spoken: scenarios.Spoken, tmp_path: Path
 ) -> None:

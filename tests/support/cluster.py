@@ -116,14 +116,17 @@ class Cluster:
         *,
         wait: bool = True,
         entry: Sequence[str] = ("workers.cli.main", "worker"),
+        prefix: Sequence[str] = (),
         **extra: str,
     ) -> Worker:
-        """`mcp-media worker` (or another module taking the same flags) as a process."""
+        """`mcp-media worker` (or another module taking the same flags) as a process;
+        `prefix`: a command that runs it (as `tests.support.disk.on_tmpfs` makes)."""
         log = self.home / "logs" / f"worker-{queues}-{len(self.workers)}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         if self.worker_home is not None:
             extra.setdefault("MCP_MEDIA_HOME", str(self.worker_home))
         cmd = [
+            *prefix,
             sys.executable,
             "-m",
             *entry,

@@ -9,21 +9,13 @@ import errno
 from collections.abc import Callable
 from pathlib import Path
 
-from pipelines.errors import causes
+from pipelines.errors import causes, disk_full
 from workers.api.errors import ApiError
 
-DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+__all__ = ["broker_unavailable", "disk_full", "insufficient_storage", "server_fault"]
 
 # (code, message) when an exception says the broker cannot serve (the gateway's `fault`).
 BrokerFault = Callable[[BaseException], tuple[str, str] | None]
-
-
-def disk_full(exc: BaseException) -> OSError | None:
-    """The ENOSPC/EDQUOT error behind `exc`, if any."""
-    for found in causes(exc):
-        if isinstance(found, OSError) and found.errno in DISK_FULL:
-            return found
-    return None
 
 
 def insufficient_storage(error: OSError, folder: Path) -> ApiError:

@@ -117,8 +117,20 @@ def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
             "retrying until a broker is back (an `mcp-media up` that started this broker "
             "starts it again: stop `up` to stop everything)"
         )
-    stop_embedded(settings.home)
-    say(f"stopped the embedded broker on 127.0.0.1:{running.port}")
+    stopped = stop_embedded(settings.home)
+    if stopped is None:  # it stopped by itself in the meantime
+        say(f"stopped the embedded broker on 127.0.0.1:{running.port}")
+        return 0
+    if stopped.lost:
+        say(stopped.lost)
+    if stopped.how == "running":
+        say(
+            f"the embedded broker on 127.0.0.1:{running.port} refused to stop and its pid "
+            "could not be shown to be ours: nothing was killed"
+        )
+        return 1
+    how = " (killed by its pid: it refused to shut down)" if stopped.how == "killed" else ""
+    say(f"stopped the embedded broker on 127.0.0.1:{running.port}{how}")
     return 0
 
 

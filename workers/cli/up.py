@@ -77,7 +77,9 @@ def spawn_serve(log_dir: Path, env: dict[str, str]) -> Child:
 def stop_all(settings: Settings, children: list[Child], broker_started: bool, grace: float) -> None:
     stop_children(children, grace)
     if broker_started:
-        stop_embedded(settings.home)
+        stopped = stop_embedded(settings.home)
+        if stopped is not None and stopped.lost:
+            sys.stderr.write(f"mcp-media: {stopped.lost}\n")
 
 
 def _supervised(children: list[Child], env: dict[str, str], log_dir: Path) -> list[Supervised]:

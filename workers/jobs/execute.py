@@ -3,6 +3,7 @@ for Celery tasks and for `--inline` runs (which use the in-process `LocalStore`)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import PermanentError, Skipped, TransientError
+from pipelines.errors import PermanentError, Skipped, TransientError, causes, disk_full
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
 from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES, CapabilitySpec
@@ -125,9 +126,19 @@ def run_stage(resources: Resources, job: Job, runner: Runner) -> StageOutcome:
     except Cancelled as exc:
         return StageOutcome(Status.FAILED, reason=str(exc))
     except Exception as exc:
+        full = disk_full(exc)
+        if full is not None:  # not retried: the next attempt would meet the same full disk
+            return StageOutcome(Status.FAILED, reason=disk_full_reason(full))
         if not isinstance(exc, PermanentError):
             log.exception("stage %s failed on %s", job.key.capability, job.key)
         return StageOutcome(Status.FAILED, reason=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def disk_full_reason(error: OSError) -> str:
+    """`disk_full: ...`, with the OS's words (doors map "No space left on device" to their
+    disk-full answer) and the folder when the error names a file."""
+    where = f" under {Path(str(error.filename)).parent}" if error.filename else ""
+    return f"disk_full: no space left on the cache volume{where} ({error})"[:500]
 
 
 def failed(job: Job, reason: str) -> Envelope:
@@ -215,7 +226,9 @@ def execute(
             trace_id=job.trace_id,
             started_at=started_at,
         )
-        return _record(store, envelope)
+        # A broker refusing writes (MISCONF: its disk is full) may take them again within
+        # seconds; the result is kept and stored then, while our claim still stands.
+        return _record(store, envelope, patience=ttl / 2)
     finally:
         store.release(claim)
 
@@ -225,8 +238,40 @@ def give_up(resources: Resources, job: Job, reason: str) -> Envelope:
     return _record(resources.store, failed(job, reason))
 
 
-def _record(store: ResultStore, envelope: Envelope) -> Envelope:
-    store.put(envelope)
+def _record(store: ResultStore, envelope: Envelope, patience: float = 0.0) -> Envelope:
+    deadline, delay = time.monotonic() + patience, 0.1
+    while True:
+        try:
+            return _put(store, envelope)
+        except Exception as exc:
+            if not _writes_refused(exc) or time.monotonic() + delay > deadline:
+                raise
+            log.warning(
+                "the broker refuses writes; storing %s again in %.1f s", envelope.key, delay
+            )
+        time.sleep(delay)
+        delay = min(1.0, delay * 2)
+
+
+def _writes_refused(exc: BaseException) -> bool:
+    return any("MISCONF" in str(found) for found in causes(exc))
+
+
+def _put(store: ResultStore, envelope: Envelope) -> Envelope:
+    try:
+        store.put(envelope)
+    except Exception as exc:
+        # The sidecar found no room. Raising would leave the job without an outcome: its
+        # lease expires, it is re-sent, meets the same full disk, and so on for as long as
+        # the disk stays full. It ends `failed` now, indexed and announced without a sidecar;
+        # a later submission runs it again. Other errors (a broker restarting) still raise.
+        full = disk_full(exc)
+        if full is None:
+            raise
+        envelope = dataclasses.replace(
+            envelope, status=Status.FAILED, output={}, reason=disk_full_reason(full)
+        )
+        store.put(envelope, sidecar=False)
     if envelope.status is Status.DONE:
         log.info("stored %s result for %s (job %s)", envelope.status, envelope.key, envelope.job_id)
     else:

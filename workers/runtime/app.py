@@ -19,6 +19,7 @@ from workers.settings import Settings, confine_process
 
 def create_app(settings: Settings, url: str) -> Celery:
     app = base_app(settings, url)
+    app.conf.worker_consumer = "workers.runtime.consumer:Consumer"  # its quicker reconnect
     tasks.register(app)
     signals.connect(app)
     control.register()
