@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import PermanentError, Skipped, TransientError
+from pipelines.errors import PermanentError, Skipped, Stopped, TransientError
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
 from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES, CapabilitySpec
@@ -124,6 +124,8 @@ def run_stage(resources: Resources, job: Job, runner: Runner) -> StageOutcome:
         return StageOutcome(Status.DEGRADED, reason=f"skipped: {exc}")
     except Cancelled as exc:
         return StageOutcome(Status.FAILED, reason=str(exc))
+    except Stopped as exc:  # a pipeline saw the job's stop_asked(): the client cancelled it
+        return StageOutcome(Status.FAILED, reason=f"{CANCELLED} ({exc})")
     except Exception as exc:
         if not isinstance(exc, PermanentError):
             log.exception("stage %s failed on %s", job.key.capability, job.key)

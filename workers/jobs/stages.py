@@ -17,7 +17,7 @@ from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
 from workers.blobs import BlobRef
 from workers.configs import stt_options
-from workers.job_control import checkpoint
+from workers.job_control import checkpoint, stop_asked
 from workers.jobs.probes import probe_stt, probe_tts, probe_vision
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
@@ -45,7 +45,7 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
                     )
                 time.sleep(SLOT_POLL)
     try:
-        return summarize_image(path, config, resources.vision_provider())
+        return summarize_image(path, config, resources.vision_provider(), stop_asked(store))
     finally:
         if token is not None:
             store.release_slot(VISION_SLOT, token)
@@ -86,7 +86,8 @@ def synthesize(
 ) -> StageOutcome:
     """Speak one request; with a `stream` param, audio goes out sentence by sentence."""
     with _streamed(resources, params) as on_chunk:
-        outcome = run_synthesize(resources.synthesizer, resources.settings, path, on_chunk)
+        stop = stop_asked(resources.store)
+        outcome = run_synthesize(resources.synthesizer, resources.settings, path, on_chunk, stop)
     blob = outcome.output.get("blob")
     if outcome.status is Status.DONE and isinstance(blob, dict):
         mime = outcome.output.get("mime")
