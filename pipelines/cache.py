@@ -193,6 +193,7 @@ class MediaCache:
         already here; None when it is not (or decodes to more than `within` bytes): nothing
         is written, synced or decoded beyond the base64, so a caller may check on its event
         loop and hand only the rest (`store_base64`) to a thread."""
+        within = min(within, self.limits.max_blob_bytes)
         if decoded_size_bound(data, within) > within:
             return None
         try:
