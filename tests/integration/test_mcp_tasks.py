@@ -111,29 +111,41 @@ def test_tasks_cancel_stops_the_job_and_the_worker_serves_on(
 def test_tasks_cancel_stops_a_description_waiting_on_the_provider(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """A running job, its request held by the provider, stops waiting when cancelled: it ends
-    `failed` with `cancelled` while the request is still held, and the worker (one slot)
-    takes the next job."""
+    """Running jobs stop waiting when cancelled: one whose request the provider holds, one
+    waiting for the only provider slot. Each ends `failed` with `cancelled` (saying where it
+    stopped) while the request is still held, and the worker takes the next job."""
     cluster.fake.set(mode="slow", delay=600.0, only_width=64)  # held until the fake stops
-    cluster.start_worker("vision", concurrency=1, MCP_MEDIA_VISION__TIMEOUT="900")
+    cluster.start_worker(
+        "vision",
+        concurrency=2,
+        MCP_MEDIA_VISION__TIMEOUT="900",
+        MCP_MEDIA_VISION__MAX_CONCURRENCY="1",
+    )
     client = own_tools(cluster, tmp_path)
     try:
-        held = tmp_path / "held.png"
-        held.write_bytes(noisy_png(30, size=(64, 48)))
-        task = client.call("describe_image", {"image": str(held)})
-        job = client.poll(task["taskId"], timeout=60, until=_has_job)[-1]["_meta"][JOB]
-        for _ in range(600):  # the worker is waiting for the provider's answer
-            if cluster.fake.stats()["in_flight"] == 1:
-                break
-            client.poll_pause()
+        tasks = []
+        for seed in (30, 31):
+            held = tmp_path / f"held-{seed}.png"
+            held.write_bytes(noisy_png(seed, size=(64, 48)))
+            task = client.call("describe_image", {"image": str(held)})
+            job = client.poll(task["taskId"], timeout=60, until=_has_job)[-1]["_meta"][JOB]
+            for _ in range(600):  # the first holds the provider's one slot
+                if cluster.fake.stats()["in_flight"] == 1:
+                    break
+                client.poll_pause()
+            tasks.append((task["taskId"], job))
         assert cluster.fake.stats()["in_flight"] == 1
-        client.result("tasks/cancel", {"taskId": task["taskId"]})
-        ended = _job_result(client, job)
-        assert ended["status"] == "failed"
-        assert ended["meta"]["reason"].startswith("cancelled")
-        assert ended.get("output", {}).get("summary") is None  # no partial result as a success
+        for (task_id, job), where in zip(
+            reversed(tasks), ("a provider slot", "the provider's answer"), strict=True
+        ):
+            client.result("tasks/cancel", {"taskId": task_id})
+            ended = _job_result(client, job)
+            assert ended["status"] == "failed"
+            assert ended["meta"]["reason"].startswith("cancelled"), ended
+            assert f"stopped while waiting for {where}" in ended["meta"]["reason"], ended
+            assert ended.get("output", {}).get("summary") is None  # no partial success
         assert cluster.fake.stats()["in_flight"] == 1  # stopped waiting, not answered
-        after = client.call("describe_image", {"image": _image(tmp_path, 31)})
+        after = client.call("describe_image", {"image": _image(tmp_path, 32)})
         last = client.poll(after["taskId"], timeout=120)[-1]
         assert last["status"] == "completed"
         assert last["result"]["structuredContent"]["status"] == "done"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipelines.errors import Stopped
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
@@ -33,6 +34,7 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
     config = resources.vision
     store = resources.store
     token: str | None = None
+    stop = stop_asked(store)
     ttl = config.timeout + 15  # a dead holder's slot frees itself after this
     if config.provider.value == "openai":
         deadline = time.monotonic() + slot_wait
@@ -43,9 +45,11 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
                     return StageOutcome(
                         Status.DEGRADED, reason="provider_busy: no provider slot became free"
                     )
+                if stop is not None and stop():
+                    raise Stopped("stopped while waiting for a provider slot")
                 time.sleep(SLOT_POLL)
     try:
-        return summarize_image(path, config, resources.vision_provider(), stop_asked(store))
+        return summarize_image(path, config, resources.vision_provider(), stop)
     finally:
         if token is not None:
             store.release_slot(VISION_SLOT, token)
