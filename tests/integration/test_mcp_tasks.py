@@ -100,10 +100,7 @@ def test_tasks_cancel_stops_the_job_and_the_worker_serves_on(
         assert [r.image_width for r in cluster.fake.received] == [64]
         # ... while the first task ends as it would have, and the worker takes new work.
         assert client.poll(first["taskId"], timeout=120)[-1]["status"] == "completed"
-        third = client.call("describe_image", {"image": _image(tmp_path, 12)})
-        last = client.poll(third["taskId"], timeout=120)[-1]
-        assert last["status"] == "completed"
-        assert last["result"]["structuredContent"]["status"] == "done"
+        _serves_on(client, tmp_path, 12)
     finally:
         client.close()
 
@@ -145,12 +142,17 @@ def test_tasks_cancel_stops_a_description_waiting_on_the_provider(
             assert f"stopped while waiting for {where}" in ended["meta"]["reason"], ended
             assert ended.get("output", {}).get("summary") is None  # no partial success
         assert cluster.fake.stats()["in_flight"] == 1  # stopped waiting, not answered
-        after = client.call("describe_image", {"image": _image(tmp_path, 32)})
-        last = client.poll(after["taskId"], timeout=120)[-1]
-        assert last["status"] == "completed"
-        assert last["result"]["structuredContent"]["status"] == "done"
+        _serves_on(client, tmp_path, 32)
     finally:
         client.close()
+
+
+def _serves_on(client: RawClient, tmp_path: Path, seed: int) -> None:
+    """The worker takes new work: a description as a task, completed and done."""
+    task = client.call("describe_image", {"image": _image(tmp_path, seed)})
+    last = client.poll(task["taskId"], timeout=120)[-1]
+    assert last["status"] == "completed"
+    assert last["result"]["structuredContent"]["status"] == "done"
 
 
 def _has_job(task: dict[str, Any]) -> bool:
