@@ -186,6 +186,26 @@ class MediaCache:
             proven=proven,
         )
 
+    def find_proven(
+        self, data: str, kind: MediaKind, proven: ProvenFormats, within: int
+    ) -> StoredBlob | None:
+        """The stored blob of base64 `data` when `proven` holds its bytes and their file is
+        already here; None when it is not (or decodes to more than `within` bytes): nothing
+        is written, synced or decoded beyond the base64, so a caller may check on its event
+        loop and hand only the rest (`store_base64`) to a thread."""
+        within = min(within, self.limits.max_blob_bytes)
+        if decoded_size_bound(data, within) > within:
+            return None
+        try:
+            _chunks, held = hold(iter_base64(data), within)
+            known = proven.get(held.sha256) if held is not None else None
+            if held is None or known is None:
+                return None
+            folder = self._ensure_folder(self.folder(kind))  # the same checks as a store
+        except BlobError:  # not base64, a folder in doubt: store_base64 says what is wrong
+            return None
+        return self._already(folder / f"{held.sha256}{known.ext}", held, kind, known)
+
     def store_bytes(
         self,
         data: bytes,

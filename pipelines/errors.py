@@ -25,6 +25,10 @@ class Skipped(MediaError):
     """Nothing to do (already done, disabled capability)."""
 
 
+class Stopped(PermanentError):
+    """The caller's `should_stop()` said to stop: the work ended part-way, with no result."""
+
+
 class ConfigError(PermanentError):
     """Settings or model files are unusable; raised at start-up, not per job."""
 

@@ -40,27 +40,44 @@ PROVEN: Mapping[MediaKind, ProvenFormats] = {
 }
 
 
+# Decoded bytes of one blob a `known_only` ingest hashes to find it (see NeedsWork).
+KNOWN_ONLY_BYTES = 512 * 1024
+
+
+class NeedsWork(Exception):
+    """A `known_only` ingest met a block whose bytes must be written or decoded (new, too
+    large to hash in passing, a document): ingest the result in full, off the event loop."""
+
+
 def ingest(
     result: str | bytes | Mapping[str, Any],
     *,
     cache: MediaCache,
     server: str | None = None,
     capabilities: Collection[Capability] = ALL_CAPABILITIES,
+    known_only: bool = False,
 ) -> RenderedResult:
     """Parse, cache and render one CallToolResult.
 
     Raises InvalidToolResult only when the input is not a tool result at all; every
-    per-block failure becomes a marker in the text and in `markers`.
+    per-block failure becomes a marker in the text and in `markers`. `known_only`: every
+    media block must be one already proved and cached (a hash of at most KNOWN_ONLY_BYTES,
+    a stat), else NeedsWork is raised before anything is written.
     """
     parsed = parse_tool_result(result)
-    return _Ingestion(cache, server, capabilities).run(parsed)
+    return _Ingestion(cache, server, capabilities, known_only).run(parsed)
 
 
 class _Ingestion:
     def __init__(
-        self, cache: MediaCache, server: str | None, capabilities: Collection[Capability]
+        self,
+        cache: MediaCache,
+        server: str | None,
+        capabilities: Collection[Capability],
+        known_only: bool = False,
     ) -> None:
         self.cache = cache
+        self.known_only = known_only
         self.server = server
         self.capabilities = capabilities
         self.lines: list[str] = []
@@ -75,6 +92,8 @@ class _Ingestion:
         for index, block in enumerate(parsed.content):
             try:
                 self._block(index, block)
+            except NeedsWork:
+                raise
             except BlobError as exc:
                 self._mark(index, _block_type(block), exc.reason, exc.message)
             except Exception as exc:  # fail-open: one bad block never loses the others
@@ -105,22 +124,10 @@ class _Ingestion:
             case TextBlock(text=text):
                 self.lines.append(render.clean_text(text))
             case ImageBlock(data=data, mime=mime):
-                stored = self.cache.store_base64(
-                    data,
-                    MediaKind.IMAGE,
-                    mime=mime,
-                    validate=image_validator(index, mime),
-                    proven=PROVEN[MediaKind.IMAGE],
-                )
+                stored = self._store(data, MediaKind.IMAGE, mime, image_validator(index, mime))
                 self._add_media(index, stored)
             case AudioBlock(data=data, mime=mime):
-                stored = self.cache.store_base64(
-                    data,
-                    MediaKind.AUDIO,
-                    mime=mime,
-                    validate=validate_audio,
-                    proven=PROVEN[MediaKind.AUDIO],
-                )
+                stored = self._store(data, MediaKind.AUDIO, mime, validate_audio)
                 self._add_media(index, stored)
             case EmbeddedText(uri=uri, mime=mime, text=text):
                 if text:
@@ -131,6 +138,8 @@ class _Ingestion:
             case EmbeddedBlob(uri=uri, mime=mime, blob=blob):
                 kind = media_kind_of(mime)
                 if kind is MediaKind.DOCUMENT:
+                    if self.known_only:
+                        raise NeedsWork(f"block {index} is a document to write")
                     stored = self.cache.store_base64(blob, kind, mime=mime, uri=uri)
                     self.media.append(stored)
                     self.media_blocks.append(index)
@@ -139,9 +148,7 @@ class _Ingestion:
                     check = (
                         image_validator(index, mime) if kind is MediaKind.IMAGE else validate_audio
                     )
-                    stored = self.cache.store_base64(
-                        blob, kind, mime=mime, uri=uri, validate=check, proven=PROVEN[kind]
-                    )
+                    stored = self._store(blob, kind, mime, check, uri)
                     self.lines.append(render.embedded_text_header(uri, mime))
                     self._add_media(index, stored)
             case ResourceLink():
@@ -154,6 +161,18 @@ class _Ingestion:
                     MarkerReason.UNSUPPORTED_BLOCK,
                     f"{problem} ({render.one_line(kind)[:40]})",
                 )
+
+    def _store(
+        self, data: str, kind: MediaKind, mime: str | None, check: Validator, uri: str | None = None
+    ) -> StoredBlob:
+        if not self.known_only:
+            return self.cache.store_base64(
+                data, kind, mime=mime, uri=uri, validate=check, proven=PROVEN[kind]
+            )
+        found = self.cache.find_proven(data, kind, PROVEN[kind], KNOWN_ONLY_BYTES)
+        if found is None:
+            raise NeedsWork(f"a {kind.value} block not proved and cached yet")
+        return found
 
     def _add_media(self, index: int, stored: StoredBlob) -> None:
         self.media.append(stored)

@@ -29,6 +29,7 @@ from typing import Any
 
 from pipelines.blocks import unwrap_result
 from pipelines.fit import FitLimits, FittedImage, fit_image
+from pipelines.fit_cache import FittedCopies
 from pipelines.imaging import ImageError
 from pipelines.media import MediaKind, StoredBlob
 from pipelines.render import RenderedResult, marker, media_tag, one_line, saved_document
@@ -62,12 +63,14 @@ def rewrite_result(
     rendered: RenderedResult,
     notes: Mapping[str, list[str]],
     policy: RewritePolicy,
+    copies: FittedCopies | None = None,
 ) -> dict[str, Any]:
     """The CallToolResult (wire JSON) the model receives instead of `original`.
 
     `original` is the tool result as received (a JSON-RPC wrapper is looked through);
     `notes` are the lines to show under each media sha256 (summaries, transcripts, or
-    "still running" lines), as `pipelines.render.job_notes` builds them.
+    "still running" lines), as `pipelines.render.job_notes` builds them. `copies`: where
+    `fit` keeps the copies it made, to send them again without encoding them again.
     """
     result = unwrap_result(original)
     blocks = result.get("content")
@@ -79,7 +82,7 @@ def rewrite_result(
     for index, block in enumerate(content):
         blob = stored.get(index)
         if blob is not None:
-            made = _media_block(block, blob, notes.get(blob.sha256, []), policy)
+            made = _media_block(block, blob, notes.get(blob.sha256, []), policy, copies)
             movable += [(len(out) + i, blob) for i, b in enumerate(made) if _carries_bytes(b)]
             out += made
         else:
@@ -134,7 +137,11 @@ def _carried(block: Any, replacement: dict[str, Any]) -> dict[str, Any]:
 
 
 def _media_block(
-    block: Any, blob: StoredBlob, lines: list[str], policy: RewritePolicy
+    block: Any,
+    blob: StoredBlob,
+    lines: list[str],
+    policy: RewritePolicy,
+    copies: FittedCopies | None = None,
 ) -> list[dict[str, Any]]:
     if blob.kind is MediaKind.DOCUMENT:
         saved = _text(saved_document(blob))
@@ -143,7 +150,7 @@ def _media_block(
         return [_wire(block), saved]
     chosen = policy.images if blob.kind is MediaKind.IMAGE else policy.audio
     if chosen is MediaPolicy.FIT and blob.kind is MediaKind.IMAGE:
-        return _fitted(block, blob, lines, policy.fit)
+        return _fitted(block, blob, lines, policy.fit, copies)
     about = _text("\n".join([media_tag(blob), *lines]))
     match chosen:
         case MediaPolicy.LINK:
@@ -155,11 +162,15 @@ def _media_block(
 
 
 def _fitted(
-    block: Any, blob: StoredBlob, lines: list[str], limits: FitLimits
+    block: Any, blob: StoredBlob, lines: list[str], limits: FitLimits, copies: FittedCopies | None
 ) -> list[dict[str, Any]]:
     """The image as it came when it fits, else a copy that does; a link if neither can be."""
     try:
-        copy: FittedImage | None = fit_image(blob.path, blob.mime, limits)
+        copy: FittedImage | None = (
+            copies.fit(blob.path, blob.sha256, blob.mime, limits)
+            if copies is not None
+            else fit_image(blob.path, blob.mime, limits)
+        )
     except (ImageError, OSError) as exc:
         why = one_line(str(exc), 200)
         about = _text("\n".join([media_tag(blob), *lines, f"[image not sent: {why}]"]))

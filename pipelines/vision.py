@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Protocol, TypedDict
 
 from PIL import Image
 
-from pipelines.errors import ConfigError, MediaError, PermanentError, TransientError
+from pipelines.errors import ConfigError, MediaError, PermanentError, Stopped, TransientError
 from pipelines.imaging import (
     DEFAULT_MAX_PIXELS,
     DecodeLimitExceeded,
@@ -37,6 +38,7 @@ from pipelines.imaging import (
 from pipelines.results import StageOutcome, Status
 
 log = logging.getLogger(__name__)
+StopAsked = Callable[[], bool]  # has the caller asked the work to stop?
 
 # Bump when code changes what a given config produces (it is part of the processor version).
 # 2: the blank/uniform guard scales 16-bit and float images instead of clipping them.
@@ -152,8 +154,9 @@ class ProviderRejected(ProviderError, PermanentError):
 
 
 class VisionProvider(Protocol):
-    def describe(self, image: PreparedImage) -> str:
-        """Text about `image`, within the configured timeout; raise ProviderError otherwise."""
+    def describe(self, image: PreparedImage, should_stop: StopAsked | None = None) -> str:
+        """Text about `image`, within the configured timeout; raise ProviderError otherwise.
+        `should_stop`, asked while it waits for an answer: raise `Stopped` when it says so."""
         ...
 
 
@@ -184,9 +187,15 @@ class VisionOutputDict(TypedDict):
     elapsed_ms: int
 
 
-def summarize_image(path: Path, config: VisionConfig, provider: VisionProvider) -> StageOutcome:
+def summarize_image(
+    path: Path,
+    config: VisionConfig,
+    provider: VisionProvider,
+    should_stop: StopAsked | None = None,
+) -> StageOutcome:
     """Describe the image at `path`. Fail-open: problems become a `degraded` outcome whose
-    reason names the failure (`timeout: provider did not answer`)."""
+    reason names the failure (`timeout: provider did not answer`). `should_stop` is asked
+    before the provider is called and while it is waited for: `Stopped` ends it, no result."""
     started = time.monotonic()
     facts: ImageFacts | None = None
 
@@ -239,8 +248,12 @@ def summarize_image(path: Path, config: VisionConfig, provider: VisionProvider) 
         detail = f"unreadable image: {type(exc).__name__}: {exc}"[:300]
         return outcome(reason=DegradedReason.UNREADABLE_IMAGE, detail=detail)
 
+    if should_stop is not None and should_stop():
+        raise Stopped("stopped before the provider was asked")
     try:
-        text = clean_text(provider.describe(prepared), config.max_output_chars)
+        text = clean_text(provider.describe(prepared, should_stop), config.max_output_chars)
+    except Stopped:
+        raise
     except ProviderError as exc:
         return outcome(reason=exc.reason, detail=exc.message, retryable=exc.transient)
     except Exception as exc:  # fail-open: a provider bug must not reach the agent
@@ -292,7 +305,7 @@ class LocalVisionProvider:
     def __init__(self, reader: TextReader) -> None:
         self._reader = reader
 
-    def describe(self, image: PreparedImage) -> str:
+    def describe(self, image: PreparedImage, should_stop: StopAsked | None = None) -> str:
         # Our own re-encoding (prepare_image): PNG or JPEG and nothing else.
         with Image.open(io.BytesIO(image.data), formats=["PNG", "JPEG"]) as opened:
             pixels = opened.convert("RGBA" if has_alpha(opened) else "RGB")
@@ -304,6 +317,8 @@ class LocalVisionProvider:
             parts.append(f"mostly {main}" + (f" with {' and '.join(rest)}" if rest else ""))
         if has_alpha(pixels) and pixels.getchannel("A").getextrema()[0] < 255:  # type: ignore[operator]
             parts.append("partly transparent")
+        if should_stop is not None and should_stop():  # before the OCR, the long part
+            raise Stopped("stopped before reading the text")
         lines = [line.strip() for line in self._reader.read_lines(pixels) if line.strip()]
         head = ", ".join(parts)
         if not lines:

@@ -2,8 +2,9 @@
 
 A door that gave up on a job (an MCP `tasks/cancel`) asks it to stop; its worker looks
 before it runs the stage and at every checkpoint the stage offers (each window of a
-transcription), and ends the job `failed` with the reason `cancelled`: the worker itself
-serves on. The same checkpoint writes the job's progress for the door to show.
+transcription, each piece of speech, every moment it waits for the vision provider), and
+ends the job `failed` with the reason `cancelled`: the worker itself serves on. The same
+checkpoint writes the job's progress for the door to show.
 """
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ def cancel_requested(store: Reports, job_id: str | None) -> bool:
 def progress(store: Reports, job_id: str) -> dict[str, Any] | None:
     """What the job reported last ({"done_s": seconds of input done}), if anything."""
     return store.report(keys.job_progress(job_id))
+
+
+def stop_asked(store: Reports) -> Callable[[], bool] | None:
+    """For the stage of the job running in this thread: has the job been asked to stop? A
+    plain callable for pipelines that look between pieces of work (sentences, the provider's
+    answer) and raise `pipelines.errors.Stopped`. None outside a job."""
+    job_id = running_job.get()
+    if job_id is None:
+        return None
+    return lambda: cancel_requested(store, job_id)
 
 
 def checkpoint(store: Reports) -> Callable[[float], None] | None:

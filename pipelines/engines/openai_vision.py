@@ -13,19 +13,21 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TypeVar
 
 import httpx2
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
-from pipelines.errors import ConfigError
+from pipelines.errors import ConfigError, Stopped
 from pipelines.imaging import PreparedImage
 from pipelines.vision import (
     DegradedReason,
     ProviderError,
     ProviderRejected,
     ProviderUnavailable,
+    StopAsked,
     VisionConfig,
 )
 
@@ -35,6 +37,7 @@ _NO_KEY = "unused"  # local endpoints need none; never let the client read OPENA
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _MIN_ATTEMPT_S = 0.5  # not worth starting an attempt with less time than this left
 _BACKOFF_S = 0.5
+STOP_POLL_S = 0.2  # how often a wait for the provider asks whether the job should stop
 
 T = TypeVar("T")
 _deadline: contextvars.ContextVar[float] = contextvars.ContextVar("vision_deadline")
@@ -135,9 +138,10 @@ class OpenAIVisionProvider:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def describe(self, image: PreparedImage) -> str:
+    def describe(self, image: PreparedImage, should_stop: StopAsked | None = None) -> str:
         deadline = time.monotonic() + self._config.timeout
-        return _run_until(deadline, lambda: self._attempts(image, deadline), self._config.timeout)
+        call = partial(self._attempts, image, deadline)
+        return _run_until(deadline, call, self._config.timeout, should_stop)
 
     def _attempts(self, image: PreparedImage, deadline: float) -> str:
         _deadline.set(deadline)
@@ -237,8 +241,11 @@ def _connection_error(exc: BaseException) -> ProviderError:
     return ProviderUnavailable(DegradedReason.CONNECTION_ERROR, message)
 
 
-def _run_until(deadline: float, call: Callable[[], T], timeout: float) -> T:
-    """Run `call` on a daemon thread; give up waiting at `deadline`.
+def _run_until(
+    deadline: float, call: Callable[[], T], timeout: float, should_stop: StopAsked | None = None
+) -> T:
+    """Run `call` on a daemon thread; give up waiting at `deadline`, or as soon as
+    `should_stop()` says so (asked every STOP_POLL_S; raises `Stopped`).
 
     An abandoned thread ends on its own soon after: every network operation it makes is
     bounded by the remaining time, and the transport aborts bodies past the deadline.
@@ -257,8 +264,11 @@ def _run_until(deadline: float, call: Callable[[], T], timeout: float) -> T:
 
     worker = threading.Thread(target=target, name="vision-call", daemon=True)
     worker.start()
-    if not finished.wait(max(deadline - time.monotonic(), 0.0)):
-        raise ProviderUnavailable(DegradedReason.TIMEOUT, f"no answer within {timeout:g} s")
+    while not finished.wait(min(max(deadline - time.monotonic(), 0.0), STOP_POLL_S)):
+        if time.monotonic() >= deadline:
+            raise ProviderUnavailable(DegradedReason.TIMEOUT, f"no answer within {timeout:g} s")
+        if should_stop is not None and should_stop():
+            raise Stopped("stopped while waiting for the provider's answer")
     if error:
         raise error[0]
     return box[0]

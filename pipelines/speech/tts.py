@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from pipelines.errors import ConfigError, PermanentError
+from pipelines.errors import ConfigError, PermanentError, Stopped
 from pipelines.speech.blend import BlendError, Mix, is_blend, mix, parse_blend
 from pipelines.speech.chunks import Chunk, plan
 from pipelines.speech.config import TtsConfig
@@ -347,10 +347,14 @@ class TextToSpeech:
         """Audio piece by piece; the first arrives after a few words' work."""
         return self._speak_all(self.chunks(text))
 
-    def _speak_all(self, chunks: list[Chunk]) -> Iterator[SpokenSentence]:
+    def _speak_all(
+        self, chunks: list[Chunk], should_stop: Callable[[], bool] | None = None
+    ) -> Iterator[SpokenSentence]:
         pause = np.zeros(int(self.config.sentence_pause_s * self.sample_rate), np.float32)
         keep = int(_JOIN_KEEP_S * self.sample_rate)
         for index, chunk in enumerate(chunks):
+            if should_stop is not None and should_stop():
+                raise Stopped(f"stopped before piece {index + 1} of {len(chunks)}")
             samples = self.speak_sentence(chunk.text)
             cut_after = index + 1 < len(chunks) and not chunks[index + 1].opens
             samples = _trim_join(samples, keep, start=not chunk.opens, end=cut_after)
@@ -376,16 +380,19 @@ class TextToSpeech:
         path: Path,
         fmt: str = "ogg",
         on_chunk: Callable[[bytes], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> Speech:
         """Write sentence by sentence (any `encode.FORMATS`) and rename into place.
 
         `on_chunk` gets the encoded bytes added after each sentence, then the rest at the
-        end: together they are the file as streamed (see `encode.TeeSink`).
+        end: together they are the file as streamed (see `encode.TeeSink`). `should_stop`
+        is asked before each piece is spoken: when it says so, `Stopped` is raised and no
+        file is left.
         """
         started = time.perf_counter()
         chunks = self.chunks(text)  # text errors before a file is started
         with SpeechFile(path, self.sample_rate, fmt) as out:
-            for part in self._speak_all(chunks):
+            for part in self._speak_all(chunks, should_stop):
                 out.write(part.samples)
                 if on_chunk is not None and (chunk := out.drain()):
                     on_chunk(chunk)

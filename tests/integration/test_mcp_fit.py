@@ -125,6 +125,29 @@ def test_fit_with_named_limits_and_a_result_over_its_cap(cluster: Cluster) -> No
     anyio.run(scenario)
 
 
+def test_a_second_call_sends_the_copy_made_for_the_first(cluster: Cluster) -> None:
+    """The copy is kept (cache/fitted): the same screenshot under the same limits is not
+    encoded again, even by another door process; other limits make another copy."""
+
+    async def fitted(*limits: str) -> tuple[str, list[Path]]:
+        async with proxied(cluster, "--images", "fit", *limits, *SCREENS) as client:
+            got = await client.call_tool("screens", {"width": 3840, "height": 2160})
+            (image,) = _images(got)
+            folder = _media_paths(got)[0].parent.parent / "fitted"
+            side = int(limits[1]) if limits else 1568
+            _check_within(got, side, 5 * 1024 * 1024, 1024 * 1024)
+            return image.data, sorted(folder.iterdir())
+
+    first, kept = anyio.run(fitted)
+    assert len(kept) == 1
+    made = kept[0].stat().st_ino
+    again, still = anyio.run(fitted)
+    assert again == first and still == kept
+    assert kept[0].stat().st_ino == made  # read, not made and renamed into place again
+    other, both = anyio.run(fitted, "--max-image-side", "1000")
+    assert other != first and len(both) == 2 and kept[0] in both
+
+
 def test_cached_media_are_listed_newest_first_page_by_page_with_a_template(
     cluster: Cluster,
 ) -> None:

@@ -100,12 +100,59 @@ def test_tasks_cancel_stops_the_job_and_the_worker_serves_on(
         assert [r.image_width for r in cluster.fake.received] == [64]
         # ... while the first task ends as it would have, and the worker takes new work.
         assert client.poll(first["taskId"], timeout=120)[-1]["status"] == "completed"
-        third = client.call("describe_image", {"image": _image(tmp_path, 12)})
-        last = client.poll(third["taskId"], timeout=120)[-1]
-        assert last["status"] == "completed"
-        assert last["result"]["structuredContent"]["status"] == "done"
+        _serves_on(client, tmp_path, 12)
     finally:
         client.close()
+
+
+def test_tasks_cancel_stops_a_description_waiting_on_the_provider(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Running jobs stop waiting when cancelled: one whose request the provider holds, one
+    waiting for the only provider slot. Each ends `failed` with `cancelled` (saying where it
+    stopped) while the request is still held, and the worker takes the next job."""
+    cluster.fake.set(mode="slow", delay=600.0, only_width=64)  # held until the fake stops
+    cluster.start_worker(
+        "vision",
+        concurrency=2,
+        MCP_MEDIA_VISION__TIMEOUT="900",
+        MCP_MEDIA_VISION__MAX_CONCURRENCY="1",
+    )
+    client = own_tools(cluster, tmp_path)
+    try:
+        tasks = []
+        for seed in (30, 31):
+            held = tmp_path / f"held-{seed}.png"
+            held.write_bytes(noisy_png(seed, size=(64, 48)))
+            task = client.call("describe_image", {"image": str(held)})
+            job = client.poll(task["taskId"], timeout=60, until=_has_job)[-1]["_meta"][JOB]
+            for _ in range(600):  # the first holds the provider's one slot
+                if cluster.fake.stats()["in_flight"] == 1:
+                    break
+                client.poll_pause()
+            tasks.append((task["taskId"], job))
+        assert cluster.fake.stats()["in_flight"] == 1
+        for (task_id, job), where in zip(
+            reversed(tasks), ("a provider slot", "the provider's answer"), strict=True
+        ):
+            client.result("tasks/cancel", {"taskId": task_id})
+            ended = _job_result(client, job)
+            assert ended["status"] == "failed"
+            assert ended["meta"]["reason"].startswith("cancelled"), ended
+            assert f"stopped while waiting for {where}" in ended["meta"]["reason"], ended
+            assert ended.get("output", {}).get("summary") is None  # no partial success
+        assert cluster.fake.stats()["in_flight"] == 1  # stopped waiting, not answered
+        _serves_on(client, tmp_path, 32)
+    finally:
+        client.close()
+
+
+def _serves_on(client: RawClient, tmp_path: Path, seed: int) -> None:
+    """The worker takes new work: a description as a task, completed and done."""
+    task = client.call("describe_image", {"image": _image(tmp_path, seed)})
+    last = client.poll(task["taskId"], timeout=120)[-1]
+    assert last["status"] == "completed"
+    assert last["result"]["structuredContent"]["status"] == "done"
 
 
 def _has_job(task: dict[str, Any]) -> bool:

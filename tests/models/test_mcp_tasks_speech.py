@@ -5,6 +5,7 @@ mcp` on the queues, a real tts+stt worker with the prepared piper voice and whis
 
 from __future__ import annotations
 
+import re
 import time
 import wave
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Cluster
-from tests.support.task_client import own_tools
+from tests.support.task_client import RawClient, own_tools
 
 pytestmark = pytest.mark.models
 
@@ -56,6 +57,18 @@ def _progress(task: dict[str, Any]) -> bool:
     return task["status"] != "working" or "of input done" in task.get("statusMessage", "")
 
 
+def _ended(client: RawClient, job: str) -> dict[str, Any]:
+    """media_result of the job, asked until it is no longer pending (at most ~10 minutes)."""
+    for _ in range(3000):
+        got: dict[str, Any] = client.call("media_result", {"id": job}, tasks=False)[
+            "structuredContent"
+        ]
+        if got["status"] != "pending":
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} never finished")
+
+
 def test_a_minute_of_speech_transcribed_as_a_task_and_a_longer_one_cancelled(
     speech_cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -82,11 +95,7 @@ def test_a_minute_of_speech_transcribed_as_a_task_and_a_longer_one_cancelled(
         job = running["_meta"][JOB]
         client.result("tasks/cancel", {"taskId": long_task["taskId"]})
         assert client.result("tasks/get", {"taskId": long_task["taskId"]})["status"] == "cancelled"
-        for _ in range(3000):
-            got = client.call("media_result", {"id": job}, tasks=False)["structuredContent"]
-            if got["status"] != "pending":
-                break
-            time.sleep(0.2)
+        got = _ended(client, job)
         assert got["status"] == "failed", got
         assert got["result"]["meta"]["reason"].startswith("cancelled")
         print(
@@ -111,5 +120,46 @@ def test_a_minute_of_speech_transcribed_as_a_task_and_a_longer_one_cancelled(
             f"60 s transcription: task in {created_s * 1000:.0f} ms, result after"
             f" {time.monotonic() - began:.1f} s, {len(polls)} polls; progress seen: {messages}"
         )
+    finally:
+        client.close()
+
+
+def _speaking(home: Path) -> int:
+    """Bytes of the speech file a worker is writing (under its home's tmp), 0 when none."""
+    parts = list((home / "tmp").glob(".speech-*.part"))
+    return max((part.stat().st_size for part in parts if part.exists()), default=0)
+
+
+def test_speech_cancelled_while_it_is_spoken_stops_at_the_next_piece(
+    speech_cluster: Cluster, tmp_path: Path
+) -> None:
+    speech_cluster.start_worker("tts", concurrency=1)
+    client = own_tools(speech_cluster, tmp_path)
+    try:
+        long = client.call("speak", {"text": " ".join([TEXT] * 4), "voice": VOICE, "format": "wav"})
+        assert long["resultType"] == "task"
+        job = client.poll(long["taskId"], timeout=60, until=lambda t: JOB in t.get("_meta", {}))
+        job_id = job[-1]["_meta"][JOB]
+        for _ in range(6000):  # a few pieces spoken: the job is running
+            if _speaking(speech_cluster.home) > 200_000:
+                break
+            time.sleep(0.05)
+        assert _speaking(speech_cluster.home) > 200_000
+        client.result("tasks/cancel", {"taskId": long["taskId"]})
+        got = _ended(client, job_id)
+        assert got["status"] == "failed", got
+        reason = got["result"]["meta"]["reason"]
+        assert reason.startswith("cancelled"), reason
+        stopped = re.search(r"stopped before piece (\d+) of (\d+)", reason)
+        assert stopped is not None, reason
+        before, pieces = int(stopped[1]), int(stopped[2])
+        assert 1 < before <= pieces // 2, reason  # it had spoken some, and stopped early
+        assert _speaking(speech_cluster.home) == 0  # no partial file left
+        print(f"\nspeech cancelled: {reason}")
+
+        # The worker serves on.
+        short = client.call("speak", {"text": "The worker serves on.", "voice": VOICE})
+        said = client.poll(short["taskId"], timeout=300)[-1]
+        assert said["status"] == "completed", said
     finally:
         client.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cache import BlobError, MediaCache, Validator
-from pipelines.ingest import validate_image
+from pipelines.ingest import NeedsWork, ingest, validate_image
 from pipelines.media import MarkerReason, MediaKind, StoredBlob
 from pipelines.proven import ProvenFormats, hold
 from pipelines.sniff import Format
@@ -119,3 +119,35 @@ def test_hold_keeps_small_blobs_and_streams_large_ones_unchanged() -> None:
     rest, held = hold(iter(chunks), budget=250)
     assert held is None
     assert list(rest) == chunks  # the chunks read while trying come first, then the rest
+
+
+def test_find_proven_only_finds_a_proved_blob_whose_file_is_here(tmp_path: Path) -> None:
+    cache, check, proven = MediaCache(tmp_path / "c"), Counting(), ProvenFormats()
+    data = png_bytes((64, 48))
+    text = base64.b64encode(data).decode()
+    assert cache.find_proven(text, MediaKind.IMAGE, proven, 1 << 20) is None  # new: nothing
+    assert files_under(cache.root) == []  # ... and nothing written
+    stored = store(cache, data, check, proven)
+    assert cache.find_proven(text, MediaKind.IMAGE, proven, 1 << 20) == stored
+    assert cache.find_proven(text, MediaKind.IMAGE, proven, len(data) - 1) is None  # too big
+    assert cache.find_proven("not base64!", MediaKind.IMAGE, proven, 1 << 20) is None
+    stored.path.unlink()
+    assert cache.find_proven(text, MediaKind.IMAGE, proven, 1 << 20) is None  # file gone
+    assert check.calls == 1
+
+
+def test_a_known_only_ingest_needs_work_for_new_bytes_and_documents(tmp_path: Path) -> None:
+    cache = MediaCache(tmp_path / "c")
+    image = {"type": "image", "data": base64.b64encode(png_bytes((61, 47))).decode()}
+    result = {"content": [{"type": "text", "text": "see"}, {**image, "mimeType": "image/png"}]}
+    with pytest.raises(NeedsWork):
+        ingest(result, cache=cache, known_only=True)
+    assert files_under(cache.root) == []
+    full = ingest(result, cache=cache)
+    assert ingest(result, cache=cache, known_only=True) == full  # the same rendering, inline
+    document = {
+        "type": "resource",
+        "resource": {"uri": "file:///a.pdf", "mimeType": "application/pdf", "blob": "JVBERg=="},
+    }
+    with pytest.raises(NeedsWork):
+        ingest({"content": [document]}, cache=cache, known_only=True)

@@ -17,13 +17,14 @@ from PIL import Image, ImageDraw, ImageFont
 
 from pipelines.engines.openai_vision import OpenAIVisionProvider
 from pipelines.engines.registry import vision_provider
-from pipelines.errors import ConfigError, Skipped
+from pipelines.errors import ConfigError, Skipped, Stopped
 from pipelines.imaging import PreparedImage
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import (
     DegradedReason,
     LocalVisionProvider,
     ProviderKind,
+    StopAsked,
     VisionConfig,
     clean_text,
     processor_version,
@@ -114,6 +115,32 @@ def test_slow_provider_degrades_within_the_timeout(fake: FakeOpenAI, picture: Pa
     assert outcome.output["reason"] == DegradedReason.TIMEOUT
     assert outcome.output["summary"] is None
     assert outcome.output["retryable"]
+
+
+def test_a_stop_asked_while_the_provider_holds_the_request_ends_the_wait(
+    fake: FakeOpenAI, picture: Path
+) -> None:
+    fake.set(mode=Mode.SLOW, delay=60)
+    config = openai_config(fake.base_url, timeout=120.0)
+    asked: list[int] = []
+
+    def should_stop() -> bool:  # says stop once the request is being held
+        asked.append(fake.stats()["in_flight"])
+        return asked[-1] > 0
+
+    with OpenAIVisionProvider(config) as provider, pytest.raises(Stopped):
+        summarize_image(picture, config, provider, should_stop)
+    assert asked[0] == 0 and asked[-1] == 1  # asked before the call, then while it waited
+    assert len(fake.received) == 1
+
+
+def test_a_stop_asked_before_the_provider_is_called_sends_nothing(
+    fake: FakeOpenAI, picture: Path
+) -> None:
+    config = openai_config(fake.base_url)
+    with OpenAIVisionProvider(config) as provider, pytest.raises(Stopped):
+        summarize_image(picture, config, provider, lambda: True)
+    assert fake.received == []
 
 
 @pytest.mark.parametrize("chunked", [False, True])
@@ -348,7 +375,7 @@ def test_config_is_validated() -> None:
 
 
 class BrokenProvider:
-    def describe(self, image: PreparedImage) -> str:
+    def describe(self, image: PreparedImage, should_stop: StopAsked | None = None) -> str:
         raise RuntimeError("bug in a provider")
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import PermanentError, Skipped, TransientError, causes, disk_full
+from pipelines.errors import PermanentError, Skipped, Stopped, TransientError, causes, disk_full
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
 from workers.blobs import BlobRef
 from workers.capabilities import CAPABILITIES, CapabilitySpec
@@ -125,6 +125,8 @@ def run_stage(resources: Resources, job: Job, runner: Runner) -> StageOutcome:
         return StageOutcome(Status.DEGRADED, reason=f"skipped: {exc}")
     except Cancelled as exc:
         return StageOutcome(Status.FAILED, reason=str(exc))
+    except Stopped as exc:  # a pipeline saw the job's stop_asked(): the client cancelled it
+        return StageOutcome(Status.FAILED, reason=f"{CANCELLED} ({exc})")
     except Exception as exc:
         full = disk_full(exc)
         if full is not None:  # not retried: the next attempt would meet the same full disk

@@ -81,9 +81,11 @@ def run_synthesize(
     settings: Settings,
     path: Path,
     on_chunk: Callable[[bytes], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> StageOutcome:
     """Speak the request document at `path` with the voice it names (`voices` loads it);
-    `on_chunk` gets the encoded audio as each sentence is done."""
+    `on_chunk` gets the encoded audio as each sentence is done; `should_stop` is asked
+    before each piece (raises `Stopped`, nothing stored)."""
     request = SynthesisRequest.read(path, settings.tts.speed)
     text, fmt, speed, voice = request.text, request.format, request.speed, request.voice
     folder_name = speaker = None
@@ -98,7 +100,7 @@ def run_synthesize(
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = scratch / f"speech-{secrets.token_hex(8)}.{fmt}"
     try:
-        speech = tts.synthesize_to_file(text, tmp, fmt, on_chunk)
+        speech = tts.synthesize_to_file(text, tmp, fmt, on_chunk, should_stop)
         cache = settings.media_cache()
         stored = cache.store_file(
             tmp, MediaKind.AUDIO, validate=(lambda _p, _h: _PCM) if fmt == "pcm" else None

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipelines.errors import Stopped
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
 from workers.blobs import BlobRef
 from workers.configs import stt_options
-from workers.job_control import checkpoint
+from workers.job_control import checkpoint, stop_asked
 from workers.jobs.probes import probe_stt, probe_tts, probe_vision
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
@@ -33,6 +34,7 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
     config = resources.vision
     store = resources.store
     token: str | None = None
+    stop = stop_asked(store)
     ttl = config.timeout + 15  # a dead holder's slot frees itself after this
     if config.provider.value == "openai":
         deadline = time.monotonic() + slot_wait
@@ -43,9 +45,11 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
                     return StageOutcome(
                         Status.DEGRADED, reason="provider_busy: no provider slot became free"
                     )
+                if stop is not None and stop():
+                    raise Stopped("stopped while waiting for a provider slot")
                 time.sleep(SLOT_POLL)
     try:
-        return summarize_image(path, config, resources.vision_provider())
+        return summarize_image(path, config, resources.vision_provider(), stop)
     finally:
         if token is not None:
             store.release_slot(VISION_SLOT, token)
@@ -86,7 +90,8 @@ def synthesize(
 ) -> StageOutcome:
     """Speak one request; with a `stream` param, audio goes out sentence by sentence."""
     with _streamed(resources, params) as on_chunk:
-        outcome = run_synthesize(resources.synthesizer, resources.settings, path, on_chunk)
+        stop = stop_asked(resources.store)
+        outcome = run_synthesize(resources.synthesizer, resources.settings, path, on_chunk, stop)
     blob = outcome.output.get("blob")
     if outcome.status is Status.DONE and isinstance(blob, dict):
         mime = outcome.output.get("mime")

@@ -24,7 +24,6 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anyio
-import anyio.to_thread
 import mcp_types as types
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
@@ -240,7 +239,7 @@ class Proxy:
             return result  # nothing to rewrite: skip the ingest round trip
         raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         try:
-            rewritten = await anyio.to_thread.run_sync(self.rewriter.rewrite, raw, upstream.name)
+            rewritten = await self.rewriter.rewrite_async(raw, upstream.name)
         except InvalidToolResult as exc:  # forwarded as it came: never lose a result
             log.warning("result of %s not rewritten: %s", params.name, exc)
             return result

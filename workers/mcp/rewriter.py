@@ -14,11 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio.to_thread
+
 from pipelines import ingest
 from pipelines.errors import causes
-from pipelines.media import JobRequest
-from pipelines.render import job_notes
-from pipelines.rewrite import RewritePolicy, rewrite_result
+from pipelines.fit_cache import FOLDER, FittedCopies
+from pipelines.ingest import NeedsWork
+from pipelines.media import JobRequest, MediaKind
+from pipelines.render import RenderedResult, job_notes
+from pipelines.rewrite import MediaPolicy, RewritePolicy, rewrite_result
 from workers.gateway import JobGateway, JobHandle
 from workers.settings import Settings
 
@@ -55,6 +59,7 @@ class MediaRewriter:
         self.settings = settings
         self.options = options
         self.gateway = gateway
+        self.copies = FittedCopies(settings.cache_root / FOLDER)  # what `fit` made before
         log.info("jobs run %s", "in this process" if self.gateway.runs_here else "on the queues")
 
     def close(self, finish_jobs: bool = False) -> None:
@@ -69,7 +74,43 @@ class MediaRewriter:
             server=server or self.options.server,
         )
         handles = self.run(rendered.jobs, self.options.wait)
-        return rewrite_result(result, rendered, job_notes(handles, MCP_FETCH), self.options.policy)
+        return self._rewritten(result, rendered, handles)
+
+    def _rewritten(
+        self, result: Mapping[str, Any], rendered: RenderedResult, handles: list[JobHandle]
+    ) -> dict[str, Any]:
+        notes = job_notes(handles, MCP_FETCH)
+        return rewrite_result(result, rendered, notes, self.options.policy, self.copies)
+
+    async def rewrite_async(
+        self, result: Mapping[str, Any], server: str | None = None
+    ) -> dict[str, Any]:
+        """`rewrite` for a caller on the event loop, handing a worker thread only what may
+        block. A result whose media are all proved and cached already (the same screenshot
+        again: a hash and a stat), with stored results found where jobs run here, is
+        rewritten on the loop; a new blob (written, synced, decoded), a job to wait for, or
+        a broker to ask goes to a thread. On a busy machine each hand-off waits for a core."""
+        if not self.gateway.runs_here:  # asking a broker: a network round trip
+            return await anyio.to_thread.run_sync(self.rewrite, result, server)
+        try:
+            rendered = ingest(
+                result,
+                cache=self.settings.media_cache(),
+                server=server or self.options.server,
+                known_only=True,
+            )
+        except NeedsWork:
+            return await anyio.to_thread.run_sync(self.rewrite, result, server)
+        # Stored results are in memory (or one small sidecar file): found without a thread.
+        handles = self.run(rendered.jobs, 0)
+        wait = self.options.wait
+        if wait > 0 and any(not handle.status.finished for handle in handles):
+            handles = await anyio.to_thread.run_sync(self.gateway.wait, handles, wait)
+        if self.options.policy.images is MediaPolicy.FIT and any(
+            blob.kind is MediaKind.IMAGE for blob in rendered.media
+        ):  # a copy to decode and encode, or to read and hash
+            return await anyio.to_thread.run_sync(self._rewritten, result, rendered, handles)
+        return self._rewritten(result, rendered, handles)
 
     def run(
         self, jobs: Sequence[JobRequest], wait: float, params: Mapping[str, Any] | None = None
