@@ -1,0 +1,63 @@
+"""The doors' h11 connection: a head past the limits is refused however it arrives (whole in
+one read, which h11 alone lets through, or piece by piece), with the status and code the
+door's answer carries."""
+
+from __future__ import annotations
+
+import h11
+import pytest
+
+from tests.support.raw_http import head, hostile_heads
+from workers.http_heads import BoundedConnection, HeadLimits, HeadRefusal
+
+pytestmark = pytest.mark.unit
+
+LIMITS = HeadLimits(max_bytes=16 * 1024)
+
+
+def _read(data: bytes, piece: int) -> h11.Request | HeadRefusal:
+    conn = BoundedConnection(LIMITS)
+    for start in range(0, len(data), piece):
+        conn.receive_data(data[start : start + piece])
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError:
+            assert conn.refusal is not None
+            return conn.refusal
+        if isinstance(event, h11.Request):
+            return event
+    raise AssertionError("the head was neither read nor refused")
+
+
+@pytest.mark.parametrize("piece", [1 << 30, 4096])
+@pytest.mark.parametrize(
+    ("kind", "status", "code"),
+    [
+        ("header_20kb", 431, "request_header_fields_too_large"),
+        ("header_1mb", 431, "request_header_fields_too_large"),
+        ("headers_10000", 431, "request_header_fields_too_large"),
+        ("url_100kb", 431, "request_header_fields_too_large"),
+        ("headers_150_tiny", 431, "request_header_fields_too_large"),
+        ("no_colon", 400, "invalid_request"),
+        ("non_ascii_name", 400, "invalid_request"),
+        ("non_ascii_url", 400, "invalid_request"),
+    ],
+)
+def test_hostile_heads_are_refused_whole_or_in_pieces(
+    kind: str, status: int, code: str, piece: int
+) -> None:
+    refusal = _read(hostile_heads(b"/v1/models")[kind], piece)
+    assert isinstance(refusal, HeadRefusal), kind
+    assert (refusal.status, refusal.code) == (status, code)
+    assert 0 < len(refusal.message) < 300  # the client's bytes are not echoed whole
+
+
+def test_a_head_under_the_limits_is_read() -> None:
+    lines = [b"X-Cookie: " + b"c" * 12_000, *(b"X-F%d: a" % i for i in range(90))]
+    request = _read(head(b"/v1/models", lines), 1 << 30)
+    assert isinstance(request, h11.Request) and len(request.headers) == 92
+
+
+def test_the_refusal_names_the_limit() -> None:
+    refusal = _read(hostile_heads(b"/")["header_20kb"], 1 << 30)
+    assert isinstance(refusal, HeadRefusal) and "16 KiB" in refusal.message
