@@ -133,12 +133,16 @@ def head_protocol(limits: HeadLimits, shape: Shape) -> type[asyncio.Protocol]:
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
             ]
-            for event in (
-                h11.Response(status_code=refusal.status, headers=headers),
-                h11.Data(data=body),
-                h11.EndOfMessage(),
-            ):
-                self.transport.write(self.conn.send(event) or b"")
+            try:
+                for event in (
+                    h11.Response(status_code=refusal.status, headers=headers),
+                    h11.Data(data=body),
+                    h11.EndOfMessage(),
+                ):
+                    self.transport.write(self.conn.send(event) or b"")
+            except h11.LocalProtocolError:  # an answer already under way: nothing to add
+                self.transport.close()
+                return
             # Closing now, with the client's bytes unread, would reset the connection: send
             # a FIN after the answer, and read (and drop) until the client closes, or the bounds.
             self.dropped = 0
