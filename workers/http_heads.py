@@ -49,10 +49,14 @@ class HeadRefusal:
 Shape = Callable[[HeadRefusal], bytes]  # the door's JSON body for a refusal
 
 
-def refusal_for(error: h11.RemoteProtocolError, limits: HeadLimits) -> HeadRefusal:
-    """What h11's complaint means for the client."""
+def refusal_for(
+    error: h11.RemoteProtocolError, limits: HeadLimits, in_body: bool = False
+) -> HeadRefusal:
+    """What h11's complaint means for the client (`in_body`: raised reading the body)."""
     if error.error_status_hint == 431:
-        return _too_large(f"the request line and header fields are over {_kib(limits)}")
+        if in_body:
+            return _too_large(f"a chunk's size line or trailer is over {_kib(limits)}")
+        return _too_large(f"the request line and headers are over {_kib(limits)}")
     said = " ".join(str(error).split())
     if len(said) > _SHOWN:
         said = said[:_SHOWN] + "..."
@@ -66,9 +70,7 @@ def check_request(request: h11.Request, limits: HeadLimits) -> HeadRefusal | Non
     size = len(request.method) + len(request.target) + 12  # " " " HTTP/1.1\r\n"
     size += sum(len(name) + len(value) + 4 for name, value in request.headers)
     if size > limits.max_bytes:
-        return _too_large(
-            f"the request line and header fields are {size} bytes; at most {_kib(limits)}"
-        )
+        return _too_large(f"the request line and headers are {size} bytes; at most {_kib(limits)}")
     if len(request.headers) > limits.max_fields:
         return _too_large(f"{len(request.headers)} header fields; at most {limits.max_fields}")
     return None
@@ -91,10 +93,11 @@ class BoundedConnection(h11.Connection):
         self.refusal: HeadRefusal | None = None
 
     def next_event(self) -> Any:
+        in_body = self.their_state is h11.SEND_BODY
         try:
             event = super().next_event()
         except h11.RemoteProtocolError as exc:
-            self.refusal = refusal_for(exc, self.limits)
+            self.refusal = refusal_for(exc, self.limits, in_body)
             raise
         if isinstance(event, h11.Request):
             self.refusal = check_request(event, self.limits)

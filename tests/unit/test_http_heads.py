@@ -61,3 +61,14 @@ def test_a_head_under_the_limits_is_read() -> None:
 def test_the_refusal_names_the_limit() -> None:
     refusal = _read(hostile_heads(b"/")["header_20kb"], 1 << 30)
     assert isinstance(refusal, HeadRefusal) and "16 KiB" in refusal.message
+
+
+def test_a_chunk_size_line_past_the_limit_is_named_as_such() -> None:
+    conn = BoundedConnection(LIMITS)
+    conn.receive_data(head(b"/", [b"Transfer-Encoding: chunked"], method=b"POST"))
+    assert isinstance(conn.next_event(), h11.Request)
+    conn.receive_data(b"1" * 20_000)
+    with pytest.raises(h11.RemoteProtocolError):
+        conn.next_event()
+    assert conn.refusal is not None and conn.refusal.status == 431
+    assert "chunk" in conn.refusal.message
