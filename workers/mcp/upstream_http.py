@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx2
@@ -86,7 +86,7 @@ def _request_id(request: httpx2.Request) -> types.RequestId | None:
 
 
 class _Stream(httpx2.AsyncByteStream):
-    def __init__(self, chunks: AsyncIterator[bytes], inner: Any) -> None:
+    def __init__(self, chunks: AsyncGenerator[bytes], inner: Any) -> None:
         self.chunks = chunks
         self.inner = inner
 
@@ -95,7 +95,10 @@ class _Stream(httpx2.AsyncByteStream):
             yield chunk
 
     async def aclose(self) -> None:
-        await self.inner.aclose()
+        try:
+            await self.chunks.aclose()
+        finally:
+            await self.inner.aclose()
 
 
 class _Bound:
@@ -123,10 +126,10 @@ class _Bound:
             b"event: message\ndata: " + data + b"\n\n" if self.kind == "text/event-stream" else data
         )
 
-    async def refused(self, what: str) -> AsyncIterator[bytes]:
+    async def refused(self, what: str) -> AsyncGenerator[bytes]:
         yield self._error(self.rid, self._why(what))
 
-    async def body(self, stream: Any, declared: str | None) -> AsyncIterator[bytes]:
+    async def body(self, stream: Any, declared: str | None) -> AsyncGenerator[bytes]:
         """A whole body within the cap (a JSON answer is read whole anyway), else the error."""
         if declared is not None and declared.isdigit() and int(declared) > self.cap:
             yield self._error(self.rid, self._why(f"an answer of {declared} bytes"))
@@ -141,7 +144,7 @@ class _Bound:
             held.append(chunk)
         yield b"".join(held)
 
-    async def events(self, stream: Any) -> AsyncIterator[bytes]:
+    async def events(self, stream: Any) -> AsyncGenerator[bytes]:
         """Whole events (line ends made LF), each within the cap. An event past it is dropped
         as it streams: on a POST's stream its error ends the stream (the answer was that
         event); on the legacy GET stream its error goes in its place and the stream goes on."""
