@@ -72,3 +72,28 @@ def test_a_chunk_size_line_past_the_limit_is_named_as_such() -> None:
         conn.next_event()
     assert conn.refusal is not None and conn.refusal.status == 431
     assert "chunk" in conn.refusal.message
+
+
+def test_a_head_whose_end_starts_the_next_read_keeps_its_body() -> None:
+    """The cut of an oversize read never takes a head that ends across two reads."""
+    body = b"b" * 40_000
+    conn = BoundedConnection(LIMITS)
+    conn.receive_data(head(b"/", [b"Content-Length: 40000"], method=b"POST")[:-2])
+    assert conn.next_event() is h11.NEED_DATA
+    conn.receive_data(b"\r\n" + body)
+    assert isinstance(conn.next_event(), h11.Request)
+    got = b""
+    while isinstance(event := conn.next_event(), h11.Data):
+        got += event.data
+    assert got == body and isinstance(event, h11.EndOfMessage)
+
+
+def test_a_small_head_and_a_large_body_in_one_read_are_read_whole() -> None:
+    body = b"b" * 40_000
+    conn = BoundedConnection(LIMITS)
+    conn.receive_data(head(b"/", [b"Content-Length: 40000"], method=b"POST") + body)
+    assert isinstance(conn.next_event(), h11.Request)
+    got = b""
+    while isinstance(event := conn.next_event(), h11.Data):
+        got += event.data
+    assert got == body
