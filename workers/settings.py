@@ -190,6 +190,8 @@ class ApiSettings(BaseModel):
     # asks for them without one); false: keyed like the rest. Off loopback: always keyed.
     public_catalog: bool = True
     max_speech_request_kb: int = Field(default=256, ge=1)  # JSON body of /v1/audio/speech
+    # A request's line and header fields together (and at most 100 fields): past it, 431.
+    max_header_kb: int = Field(default=16, ge=1)
     # Jobs-page logins held at once (each lives 7 days); past it the oldest is logged out.
     page_sessions: int = Field(default=1000, ge=1)
     # Reverse proxies whose X-Forwarded-For/-Proto are believed (addresses or networks,
@@ -216,6 +218,9 @@ class McpSettings(BaseModel):
     # new client gets 503 (a live client's session is never evicted).
     session_idle_timeout: float = Field(default=600.0, gt=0)
     max_sessions: int = Field(default=500, ge=1)
+    # The HTTP door: a request's line and header fields together (at most 100 fields): past
+    # it, 431 with a JSON-RPC error.
+    max_header_kb: int = Field(default=16, ge=1)
     # MCP tasks (the io.modelcontextprotocol/tasks extension): at most `max_tasks` held at
     # once (finished ones give way to new ones, oldest first); each kept `task_ttl` seconds.
     max_tasks: int = Field(default=1000, ge=1)

@@ -11,8 +11,11 @@ Starts, on a fresh home, a real embedded redis-server, `mcp-media serve` and the
 - mcp_open_delete: MCP `initialize` over HTTP, then `DELETE` of that session (MCP door);
 - mcp_open: `initialize`, the session never closed (MCP door);
 - deep_json, long_boundary, lone_surrogate: keyed bodies no parser should walk (serve): a
-  speech request nested 10,000 deep, a multipart boundary of 100,000 characters, an
-  `input` holding a lone surrogate.
+  speech request nested 10,000 deep, a multipart boundary of 10,000 characters, an
+  `input` holding a lone surrogate;
+- head_1mb, head_10000_fields (serve), mcp_head_1mb (MCP door): request heads on raw sockets,
+  one header of 1 MiB, 10,000 tiny ones; each counted by status and error code, or by the
+  socket error that lost the answer.
 
 Then a broker outage (`tests/faults/outage.py`): the time `serve` takes to a shaped answer
 with its broker stopped and hung, and until it serves again once the broker is back.
@@ -48,12 +51,13 @@ from tests.faults import outage
 from tests.integration.test_mcp_http import ACCEPT, INITIALIZE
 from tests.support.cluster import ROOT
 from tests.support.net import free_port, wait_for_port
+from tests.support.raw_http import hostile_heads, parse
 from workers.broker import ensure_embedded, stop_embedded
 
 REPORT = ROOT / "tests" / "faults" / "hostile_last_run.json"
 JSON_TYPE = "application/json"
 DEEP_JSON = b'{"model": "tts-1", "voice": "alloy", "input": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
-LONG_BOUNDARY = "multipart/form-data; boundary=" + "b" * 100_000
+LONG_BOUNDARY = "multipart/form-data; boundary=" + "b" * 10_000  # under the head limit
 SURROGATE = b'{"model": "tts-1", "voice": "alloy", "input": "\\ud800 hello"}'
 LOGIN_SOURCES = 64  # 127.0.1.1 .. 127.0.1.64: loopback accepts any 127/8 source
 
@@ -142,6 +146,9 @@ class Kinds:
                 "/v1/audio/transcriptions", b"--x--\r\n", LONG_BOUNDARY
             ),
             "lone_surrogate": lambda: self.keyed_body("/v1/audio/speech", SURROGATE, JSON_TYPE),
+            "head_1mb": lambda: raw_head(self.serve, "header_1mb"),
+            "head_10000_fields": lambda: raw_head(self.serve, "headers_10000"),
+            "mcp_head_1mb": lambda: raw_head(self.mcp, "header_1mb"),
         }
 
     def client(self, base: str, source: str | None = None) -> httpx2.AsyncClient:
@@ -209,6 +216,36 @@ class Kinds:
             return f"{answer.status_code} {answer.json()['error']['code']}"
 
         return send
+
+
+def raw_head(base: str, kind: str) -> Send:
+    """A hostile request head (`tests.support.raw_http`) written while the answer is read."""
+    port = int(base.rpartition(":")[2])
+    request = hostile_heads(b"/mcp")[kind]
+
+    async def send(_: int) -> str:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+        async def write() -> None:
+            with contextlib.suppress(OSError):
+                writer.write(request)
+                await writer.drain()
+
+        writing = asyncio.create_task(write())
+        try:
+            answer = parse(await reader.read(), None)
+        except OSError as exc:
+            return type(exc).__name__
+        finally:
+            writing.cancel()
+            writer.close()
+        if answer.status is None:
+            return "no answer"
+        body = answer.json()
+        code = body["error"]["code"] if "jsonrpc" not in body else body["error"]["data"]["code"]
+        return f"{answer.status} {code}"
+
+    return send
 
 
 async def run_kind(

@@ -213,7 +213,7 @@ def test_hostile_bodies_are_400s_with_their_codes_and_the_door_keeps_serving(
                 assert error["param"] == param
             _still_serving(served)
 
-        boundary = "b" * 100_000
+        boundary = "b" * 10_000  # past RFC 2046's 70; a longer one is past the head's 16 KiB
         body = f'--{boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n'
         refused(
             httpx2.post(

@@ -30,6 +30,15 @@ INLINE_IDLE = {"mode": "inline", "queues": {q: {"waiting": 0} for q in ("vision"
 def mcp_door(
     cluster: Cluster, command: str = "mcp", *upstream: str, **env: str
 ) -> Iterator[tuple[str, str]]:
+    with mcp_door_process(cluster, command, *upstream, **env) as (url, token, _):
+        yield url, token
+
+
+@contextmanager
+def mcp_door_process(
+    cluster: Cluster, command: str = "mcp", *upstream: str, **env: str
+) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+    """The door's URL, its token and its process."""
     port = free_port()
     log = Path(cluster.home) / "mcp-http.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -46,7 +55,7 @@ def mcp_door(
     wait_for_port(port, proc, log)
     assert token_file.stat().st_mode & 0o777 == 0o600
     try:
-        yield f"http://127.0.0.1:{port}/mcp", token_file.read_text().strip()
+        yield f"http://127.0.0.1:{port}/mcp", token_file.read_text().strip(), proc
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets
@@ -19,6 +20,7 @@ from workers.api.auth import CATALOG_PATHS, check_bearer, needs_key
 from workers.api.context import ApiContext
 from workers.api.errors import ApiError
 from workers.api.metrics import ApiMetrics
+from workers.http_heads import HeadLimits, HeadRefusal, head_protocol
 from workers.listen import LOOPBACK_NAMES, host_allowed, is_loopback, machine_names
 from workers.settings import Settings
 
@@ -145,6 +147,15 @@ class HostGuard:
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
     return exc.response()
+
+
+def http_protocol(settings: Settings) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with the request head bounded, refusals in the OpenAI shape."""
+
+    def shape(refusal: HeadRefusal) -> bytes:
+        return bytes(ApiError(refusal.status, refusal.message, code=refusal.code).response().body)
+
+    return head_protocol(HeadLimits(max_bytes=settings.api.max_header_kb * 1024), shape)
 
 
 def create_app(

@@ -13,6 +13,7 @@ _TYPES = {
     413: "invalid_request_error",
     415: "invalid_request_error",
     429: "rate_limit_error",
+    431: "invalid_request_error",
     503: "service_unavailable",
     504: "timeout",
     507: "server_error",

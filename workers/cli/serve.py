@@ -29,7 +29,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     import uvicorn
 
-    from workers.api.app import create_app
+    from workers.api.app import create_app, http_protocol
 
     where = "MCP_MEDIA_API__KEY" if given else str(settings.home / KEY_FILE)
     shown = f"[{host}]" if ":" in host else host
@@ -42,6 +42,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         port=port,
         log_level="warning",
         lifespan="on",
+        http=http_protocol(settings),  # the request head bounded; refusals in the OpenAI shape
         timeout_graceful_shutdown=5,  # open event streams (the jobs page) end on stop
         proxy_headers=bool(settings.api.trusted_proxies),  # uvicorn trusts loopback by default
         forwarded_allow_ips=settings.api.trusted_proxies or None,

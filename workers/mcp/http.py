@@ -15,8 +15,10 @@ import json
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 from mcp.server.transport_security import TransportSecuritySettings
 
+from workers.http_heads import HeadLimits, HeadRefusal, head_protocol
 from workers.listen import ListenError, host_allowed, is_loopback, machine_names, resolve_secret
 from workers.mcp.http_requests import ASGIApp, Receive, Scope, Send, guard_requests
 from workers.mcp.proxy import Proxy
@@ -118,6 +120,17 @@ def _same_origin(origin: str, host: str) -> bool:
     return bool(sep) and scheme in ("http", "https") and netloc == host.strip().lower()
 
 
+def _refused(refusal: HeadRefusal) -> bytes:
+    """A request head refused (too large, malformed): a JSON-RPC error with a null id."""
+    error = types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"Invalid Request: {refusal.message}",
+        data={"status": refusal.status, "code": refusal.code},
+    )
+    answer = types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+    return answer.model_dump_json(by_alias=True).encode()
+
+
 async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
     import uvicorn
 
@@ -131,7 +144,12 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
     answered = guard_requests(app, MAX_BODY_BYTES)
     checked: ASGIApp = answered if is_loopback(host) else check_host_and_origin(answered)
     config = uvicorn.Config(
-        require_bearer(checked, token), host=host, port=port, log_level="warning", lifespan="on"
+        require_bearer(checked, token),
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=head_protocol(HeadLimits(max_bytes=proxy.limits.max_header_kb * 1024), _refused),
     )
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tasks:

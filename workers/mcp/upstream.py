@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -145,14 +146,26 @@ def _target(spec: UpstreamSpec, limits: McpSettings) -> Any:
     assert spec.url is not None
     import httpx2
 
-    http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30, read=300))
+    from workers.mcp.upstream_http import SSE_CLIENT_EVENT_BYTES, bounded_client
+
+    cap = limits.max_upstream_message_bytes
     if spec.transport == "sse":
         from mcp.client.sse import sse_client
 
-        return _OwningTransport(sse_client(spec.url, headers=dict(spec.headers)), http)
+        note = "MCP_MEDIA_MCP__MAX_UPSTREAM_MESSAGE_MB"
+        if cap > SSE_CLIENT_EVENT_BYTES:  # the SDK's SSE client fails past it, whatever we allow
+            cap, note = SSE_CLIENT_EVENT_BYTES, f"the SSE transport's; {note} is larger"
+        factory = partial(bounded_client, spec.name, cap, note)
+        return sse_client(spec.url, headers=dict(spec.headers), httpx_client_factory=factory)
     from mcp.client.streamable_http import streamable_http_client
 
-    return _OwningTransport(streamable_http_client(spec.url, http_client=http), http)
+    http = bounded_client(
+        spec.name, cap, headers=dict(spec.headers), timeout=httpx2.Timeout(30, read=300)
+    )
+    # Events are bounded by the client's transport (an error in place of one past the cap),
+    # not by the SDK (which fails the stream past 1 MiB).
+    inner = streamable_http_client(spec.url, http_client=http, max_sse_event_size=None)
+    return _OwningTransport(inner, http)
 
 
 class _OwningTransport:
