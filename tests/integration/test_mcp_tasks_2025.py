@@ -6,6 +6,7 @@ own (`simulate-research-query` of the npm server-everything, passed through)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -78,7 +79,7 @@ def _check(out: dict[str, Any]) -> None:
     assert passed[-1]["status"] == "completed", passed
     assert any("(upstream " in (s.get("statusMessage") or "") for s in passed[:-1]), passed
     working = [s for s in passed if s["status"] == "working"]
-    for before, after in zip(working, working[1:], strict=False):  # each stage moves it
+    for before, after in itertools.pairwise(working):  # each stage moves it
         if after["statusMessage"] != before["statusMessage"]:
             assert after["lastUpdatedAt"] > before["lastUpdatedAt"], (before, after)
     assert "# Research Report: tasks" in out["upstream_result"][0]
@@ -94,6 +95,7 @@ def _check(out: dict[str, Any]) -> None:
     mine = {created["taskId"], out["upstream_created"]["taskId"], cancelled["taskId"]}
     assert set(out["listed"]) == mine
     assert out["unknown"] == {"code": -32602, "message": NOT_FOUND}
+    assert out["bad_cursor"] == {"code": -32602, "message": "Invalid cursor 'nope'"}
     ended = {(s["taskId"], s["status"]) for s in out["status_notifications"]}
     assert (created["taskId"], "completed") in ended
     assert (cancelled["taskId"], "cancelled") in ended

@@ -133,6 +133,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, Any]:
         listed = await session.experimental.list_tasks()
         out["listed"] = [task.taskId for task in listed.tasks]
         out["unknown"] = await refused(session.experimental.get_task("x" * 32))
+        out["bad_cursor"] = await refused(session.experimental.list_tasks(cursor="nope"))
 
         if args.http:  # another HTTP session: the first one's task is not found there
             other_seen: list[Any] = []

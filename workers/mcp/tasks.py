@@ -59,7 +59,6 @@ JOB_META = "mcp-media/job"  # the task's job id, in its `_meta`
 GRACE_S = 1.0  # a call other than an own job tool answers directly if it ends this soon
 RUNNING: ContextVar[bool] = ContextVar("running_task", default=False)  # inside a task's call
 CURRENT: ContextVar[Task | None] = ContextVar("current_task", default=None)  # the task's call's
-EXTENSION_WIRE = "extension"  # the 2026-07-28 extension's shapes (the other: tasks_wire)
 
 
 class TaskParams(types.RequestParams):
@@ -88,7 +87,6 @@ class Task:
     failure: MCPError | None = None  # or its error
     size: int = 0  # bytes of `result` as JSON
     ttl: float = 0.0  # seconds it is kept from its creation
-    wire: str = EXTENSION_WIRE  # the shape its session reads it in
     done: anyio.Event = field(default_factory=anyio.Event)  # set when it ends
     link: Any = None  # the upstream's own task it passes through (upstream_tasks.Link)
     told: Callable[[Task], Awaitable[None]] | None = None  # hears when it ends
@@ -227,14 +225,13 @@ class Tasks:
         name: str,
         run: Callable[[], Awaitable[types.CallToolResult]],
         ttl: float | None = None,
-        wire: str = EXTENSION_WIRE,
     ) -> Task:
         """A new task of this session running `run` in the server's task group (the caller
         made room). `ttl`: what the client asked for, within ours."""
         assert self._group is not None
         now = time.time()
         kept = self.ttl if ttl is None else max(1.0, min(ttl, self.ttl))
-        task = Task(secrets.token_urlsafe(24), owner_of(ctx), name, now, now, ttl=kept, wire=wire)
+        task = Task(secrets.token_urlsafe(24), owner_of(ctx), name, now, now, ttl=kept)
         task.message = f"{name}: started"
         self._tasks[task.id] = task
         self._group.start_soon(self._run, task, run)
@@ -306,8 +303,6 @@ class Tasks:
     # the table
 
     def _owned(self, ctx: Any, task_id: str) -> Task:
-        if handshake_era(ctx):
-            return self.owned(ctx, task_id)
         if not opted_in(ctx):
             raise MCPError(
                 types.MISSING_REQUIRED_CLIENT_CAPABILITY,

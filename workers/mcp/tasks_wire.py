@@ -24,10 +24,9 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from workers.mcp.peers import connection_of
-from workers.mcp.tasks import TERMINAL, Task, TaskParams, Tasks, task_state
+from workers.mcp.tasks import TERMINAL, Task, TaskParams, Tasks, handshake_era, task_state
 
 TASKS_VERSION = "2025-11-25"  # the one handshake-era revision with tasks
-WIRE = "2025-11-25"
 RELATED = "io.modelcontextprotocol/related-task"
 PAGE = 50  # tasks per tasks/list page
 CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
@@ -67,7 +66,7 @@ class HandshakeTasks:
         """The handler for a method both revisions have: each era's own."""
 
         async def handler(ctx: Any, params: Any) -> Any:
-            return await (handshake if speaks_tasks(ctx) else modern)(ctx, params)
+            return await (handshake if handshake_era(ctx) else modern)(ctx, params)
 
         return handler
 
@@ -96,7 +95,8 @@ class HandshakeTasks:
         try:
             params = types.CallToolRequestParams.model_validate(ctx.params, by_name=False)
         except ValidationError as exc:
-            raise MCPError(types.INVALID_PARAMS, f"Invalid tools/call params: {exc}") from None
+            reason = " ".join(str(exc).split())[:300]
+            raise MCPError(types.INVALID_PARAMS, f"Invalid tools/call params: {reason}") from None
         entry = self.server.get_request_handler("tools/call")
         if entry is None:
             raise MCPError(types.METHOD_NOT_FOUND, "Method not found", "tools/call")
@@ -110,7 +110,7 @@ class HandshakeTasks:
             assert isinstance(result, types.CallToolResult)  # the tools/call handler's
             return result
 
-        task = self.tasks.create(ctx, params.name, run, ttl=ttl, wire=WIRE)
+        task = self.tasks.create(ctx, params.name, run, ttl=ttl)
         connection = connection_of(ctx)
         if connection is not None:
 
@@ -129,7 +129,7 @@ class HandshakeTasks:
 
     async def result(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         """The call's result once the task has ended (waited for), or its error."""
-        if not speaks_tasks(ctx):
+        if not handshake_era(ctx):
             raise MCPError(types.METHOD_NOT_FOUND, "Method not found", "tasks/result")
         task = self.tasks.owned(ctx, params.task_id)
         await task.done.wait()
