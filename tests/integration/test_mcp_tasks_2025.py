@@ -61,6 +61,7 @@ def _check(out: dict[str, Any]) -> None:
     assert out["task_support"]["describe_image"] == "optional"
     assert out["task_support"]["media_status"] == "optional"
     assert out["task_support"][RESEARCH] == "required"  # the upstream's own word
+    assert out["task_support"]["echo"] == "optional"  # "forbidden" upstream: we wrap it
     assert "A test image." in out["plain"][0]  # no task asked: the answer, as before
 
     created = out["created"]
@@ -83,6 +84,8 @@ def _check(out: dict[str, Any]) -> None:
         if after["statusMessage"] != before["statusMessage"]:
             assert after["lastUpdatedAt"] > before["lastUpdatedAt"], (before, after)
     assert "# Research Report: tasks" in out["upstream_result"][0]
+    assert out["wrapped_polled"][-1]["status"] == "completed"
+    assert out["wrapped_result"] == ["Echo: hi"]
     cancelled = out["upstream_cancel"]
     assert cancelled["status"] == "cancelled"
     # the upstream answered our tasks/cancel with its task cancelled
@@ -93,6 +96,7 @@ def _check(out: dict[str, Any]) -> None:
     assert "terminal" in out["cancel_again"]["message"]
 
     mine = {created["taskId"], out["upstream_created"]["taskId"], cancelled["taskId"]}
+    mine.add(out["wrapped"])
     assert set(out["listed"]) == mine
     assert out["unknown"] == {"code": -32602, "message": NOT_FOUND}
     assert out["bad_cursor"] == {"code": -32602, "message": "Invalid cursor 'nope'"}

@@ -116,6 +116,14 @@ async def scenario(args: argparse.Namespace) -> dict[str, Any]:
                 passed.task.taskId, types.CallToolResult
             )
             out["upstream_result"] = texts(got)
+            # An upstream tool the upstream cannot run as a task: wrapped in ours.
+            wrapped = await session.experimental.call_tool_as_task("echo", {"message": "hi"})
+            out["wrapped_polled"] = await until_done(session, wrapped.task.taskId)
+            got = await session.experimental.get_task_result(
+                wrapped.task.taskId, types.CallToolResult
+            )
+            out["wrapped_result"] = texts(got)
+            out["wrapped"] = wrapped.task.taskId
             stopped = await session.experimental.call_tool_as_task(tool, {"topic": "stop"})
             await anyio.sleep(0.5)
             out["upstream_cancel"] = state(

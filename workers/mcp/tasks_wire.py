@@ -6,8 +6,9 @@ answered at once with a `CreateTaskResult`; `tasks/get` tells its state, `tasks/
 waits for it to end and returns the call's result (or its error), with the related-task
 `_meta`; `tasks/list` pages through this session's tasks, `tasks/cancel` cancels one, and
 `notifications/tasks/status` tells the client when one ends. The server says so in its
-`tasks` capability, and every tool says `execution.taskSupport` ("optional" unless an
-upstream says otherwise: any call can run as a task).
+`tasks` capability, and every tool says `execution.taskSupport`: "optional" (any call can
+run as a task: an upstream's that cannot is wrapped in ours), or "required" where the
+upstream requires it.
 
 The tasks are the ones of `workers.mcp.tasks` (one table, two wire shapes): the same limits,
 TTL and session scope. Calls that do not ask for a task are answered as before.
@@ -86,9 +87,10 @@ class HandshakeTasks:
                 result.setdefault("capabilities", {})["tasks"] = CAPABILITY
         elif method == "tools/list" and speaks_tasks(ctx) and isinstance(result, dict):
             for tool in result.get("tools", []):
-                if isinstance(tool, dict):
+                if isinstance(tool, dict):  # we run any call as a task: only "required" stays
                     execution = tool.setdefault("execution", {})
-                    execution.setdefault("taskSupport", "optional")
+                    if execution.get("taskSupport") != "required":
+                        execution["taskSupport"] = "optional"
         return result
 
     async def _call_as_task(self, ctx: Any) -> dict[str, Any]:
