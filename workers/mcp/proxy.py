@@ -37,8 +37,10 @@ from pipelines.rewrite import MEDIA_URI_PREFIX
 from workers.mcp.peers import Peer, connection_of, is_modern
 from workers.mcp.rewriter import MediaRewriter, failure_reason
 from workers.mcp.tasks import Tasks
+from workers.mcp.tasks_wire import HandshakeTasks
 from workers.mcp.tools import OwnTools, error_result
 from workers.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
+from workers.mcp.upstream_tasks import as_upstream_task, call_as_upstream_task
 from workers.settings import McpSettings
 
 log = logging.getLogger("mcp_media.proxy")
@@ -94,6 +96,7 @@ class Proxy:
         )
         self.tasks = Tasks(tools, self.limits)  # tools/call as MCP tasks, when asked
         self.tasks.install(self.server)
+        HandshakeTasks(self.tasks, self.server).install()  # the 2025-11-25 shapes of them
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options()
@@ -215,9 +218,15 @@ class Proxy:
 
         try:
             with clock:  # cancelling it sends notifications/cancelled upstream
-                result = await client.call_tool(
-                    name, arguments, read_timeout_seconds=math.inf, progress_callback=progress
-                )
+                if task := await as_upstream_task(client, name):  # its own task (the TTL's)
+                    clock.deadline = math.inf
+                    result = await call_as_upstream_task(
+                        client, upstream.name, name, arguments, task
+                    )
+                else:
+                    result = await client.call_tool(
+                        name, arguments, read_timeout_seconds=math.inf, progress_callback=progress
+                    )
             if clock.cancelled_caught:
                 raise MCPError(
                     types.REQUEST_TIMEOUT,

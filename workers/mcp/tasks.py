@@ -15,6 +15,10 @@ Tasks live in this process: at most `max_tasks` (finished ones give way, oldest 
 their results within `task_results_mb`, each kept `task_ttl` seconds from its creation,
 named by an unguessable id, and seen only by the session that made it: any other id is
 "not found".
+
+Handshake-era clients (2025-11-25) get the same tasks in that revision's shape
+(`workers.mcp.tasks_wire`); a call an upstream can run as its own task is passed through to
+it (`workers.mcp.upstream_tasks`).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ NOT_FOUND = "Failed to retrieve task: Task not found"
 JOB_META = "mcp-media/job"  # the task's job id, in its `_meta`
 GRACE_S = 1.0  # a call other than an own job tool answers directly if it ends this soon
 RUNNING: ContextVar[bool] = ContextVar("running_task", default=False)  # inside a task's call
+CURRENT: ContextVar[Task | None] = ContextVar("current_task", default=None)  # the task's call's
 
 
 class TaskParams(types.RequestParams):
@@ -81,9 +86,21 @@ class Task:
     answer: types.CallToolResult | None = None  # then its result
     failure: MCPError | None = None  # or its error
     size: int = 0  # bytes of `result` as JSON
+    ttl: float = 0.0  # seconds it is kept from its creation
+    done: anyio.Event = field(default_factory=anyio.Event)  # set when it ends
+    link: Any = None  # the upstream's own task it passes through (upstream_tasks.Link)
+    told: Callable[[Task], Awaitable[None]] | None = None  # hears when it ends
 
     def end(self, status: str, message: str | None = None) -> None:
         self.status, self.message, self.updated = status, message, time.time()
+        self.done.set()
+
+    def note(self, message: str, status: str | None = None) -> None:
+        """A new status message (or status, not a final one): `lastUpdatedAt` moves when
+        either changes."""
+        if message != self.message or (status is not None and status != self.status):
+            self.message, self.updated = message, time.time()
+            self.status = status or self.status
 
 
 def opted_in(ctx: Any) -> bool:
@@ -100,6 +117,27 @@ def opted_in(ctx: Any) -> bool:
     return isinstance(extensions, Mapping) and EXTENSION in extensions
 
 
+def task_state(task: Task, ttl_key: str, poll_key: str) -> dict[str, Any]:
+    """A task's state as both revisions tell it (each names the TTL and poll keys)."""
+    shape: dict[str, Any] = {
+        "taskId": task.id,
+        "status": task.status,
+        "createdAt": iso(task.created),
+        "lastUpdatedAt": iso(task.updated),
+        ttl_key: int(task.ttl * 1000),
+        poll_key: POLL_MS,
+    }
+    if task.message:
+        shape["statusMessage"] = task.message
+    return shape
+
+
+def handshake_era(ctx: Any) -> bool:
+    """A request on a connection that began with `initialize` (before 2026-07-28)?"""
+    version = getattr(ctx, "protocol_version", None)
+    return version is not None and version not in MODERN_PROTOCOL_VERSIONS
+
+
 def owner_of(ctx: Any) -> Any:
     """Who may see a task: the client session that made it. That is the transport's session
     id where it has one (HTTP before 2026-07-28), else the connection's channel (one stdio
@@ -113,7 +151,7 @@ def owner_of(ctx: Any) -> Any:
     return connection.outbound if connection.has_standalone_channel else None
 
 
-def _iso(at: float) -> str:
+def iso(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -139,6 +177,10 @@ class Tasks:
         """Where the tasks' jobs are waited for: the server's own task group."""
         self._group = group
 
+    def room(self) -> bool:
+        """Can a task start now (the server runs, and the table has room)?"""
+        return self._group is not None and self._room()
+
     def takes(self, ctx: Any) -> bool:
         """Does this `tools/call` become a task? When its client named the extension (and it
         is not the call a task runs)."""
@@ -156,22 +198,14 @@ class Tasks:
         assert self._group is not None
         if not self._room():
             if name in TASK_TOOLS:
-                raise MCPError(
-                    types.INTERNAL_ERROR,
-                    f"too many tasks running ({self.max_tasks}, MCP_MEDIA_MCP__MAX_TASKS): "
-                    "let some finish or cancel them, then call again",
-                )
+                raise self.full()
             running = RUNNING.set(True)  # any other call: answered directly, as before
             try:
                 return await run()
             finally:
                 RUNNING.reset(running)
-        now = time.time()
-        task = Task(secrets.token_urlsafe(24), owner_of(ctx), name, now, now)
-        task.message = f"{name}: started"
-        self._tasks[task.id] = task
-        ended = anyio.Event()
-        self._group.start_soon(self._run, task, run, ended)
+        task = self.create(ctx, name, run)
+        ended = task.done
         if name not in TASK_TOOLS:
             task.awaited = True
             with anyio.move_on_after(GRACE_S):
@@ -185,19 +219,54 @@ class Tasks:
                 raise task.failure
         return cast(types.CallToolResult, {"resultType": "task", **self._shape(task)})
 
+    def create(
+        self,
+        ctx: Any,
+        name: str,
+        run: Callable[[], Awaitable[types.CallToolResult]],
+        ttl: float | None = None,
+    ) -> Task:
+        """A new task of this session running `run` in the server's task group (the caller
+        made room). `ttl`: what the client asked for, within ours."""
+        assert self._group is not None
+        now = time.time()
+        kept = self.ttl if ttl is None else max(1.0, min(ttl, self.ttl))
+        task = Task(secrets.token_urlsafe(24), owner_of(ctx), name, now, now, ttl=kept)
+        task.message = f"{name}: started"
+        self._tasks[task.id] = task
+        self._group.start_soon(self._run, task, run)
+        return task
+
+    def full(self) -> MCPError:
+        return MCPError(
+            types.INTERNAL_ERROR,
+            f"too many tasks running ({self.max_tasks}, MCP_MEDIA_MCP__MAX_TASKS): "
+            "let some finish or cancel them, then call again",
+        )
+
     # the extension's methods
 
     async def get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         task = self._owned(ctx, params.task_id)
-        if task.status == "working" and task.job is not None:
-            try:
-                done = await anyio.to_thread.run_sync(self.gateway.progress, task.job.id)
-            except Exception as exc:  # the broker: the status says what it said before
-                log.warning("progress of job %s not read: %s", task.job.id, exc)
-                done = None
-            if done is not None:
-                task.message = f"{task.tool}: job {task.job.id} running, {done:.1f} s of input done"
+        await self.refresh(task)
         return {"resultType": "complete", **self._shape(task)}
+
+    async def refresh(self, task: Task) -> None:
+        """The progress of a running task's job (or the upstream's own task), read now."""
+        if task.status in TERMINAL:
+            return
+        if task.link is not None:
+            await task.link.refresh(task)
+            return
+        if task.job is None:
+            return
+        try:
+            done = await anyio.to_thread.run_sync(self.gateway.progress, task.job.id)
+        except Exception as exc:  # the broker: the status says what it said before
+            log.warning("progress of job %s not read: %s", task.job.id, exc)
+            done = None
+        if done is not None:
+            task.note(f"{task.tool}: job {task.job.id} running, {done:.1f} s of input done")
 
     async def update(self, ctx: Any, params: UpdateTaskParams) -> dict[str, Any]:
         self._owned(ctx, params.task_id)  # no task of ours asks for input: nothing to take
@@ -206,16 +275,30 @@ class Tasks:
     async def cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         task = self._owned(ctx, params.task_id)
         if task.status not in TERMINAL:
-            task.end("cancelled", "cancelled by the client")
-            job = task.job
-            task.scope.cancel()
-            if job is not None and job.admission is Admission.QUEUED:
-                try:
-                    await anyio.to_thread.run_sync(self.gateway.cancel, job.id)
-                except Exception as exc:  # cooperative: acknowledged, and the status says it
-                    log.warning("job %s not asked to stop: %s", job.id, exc)
-                    task.message = f"cancelled; the job could not be asked to stop ({exc})"[:300]
+            await self.stop(task)
         return {"resultType": "complete"}
+
+    async def stop(self, task: Task) -> None:
+        """Cancel a running task: its call, its job, or the upstream's own task."""
+        link = task.link
+        task.end("cancelled", "cancelled by the client")
+        job = task.job
+        task.scope.cancel()
+        if link is not None:
+            await link.cancel(task)
+        if job is not None and job.admission is Admission.QUEUED:
+            try:
+                await anyio.to_thread.run_sync(self.gateway.cancel, job.id)
+            except Exception as exc:  # cooperative: acknowledged, and the status says it
+                log.warning("job %s not asked to stop: %s", job.id, exc)
+                task.message = f"cancelled; the job could not be asked to stop ({exc})"[:300]
+        await self._tell(task)
+
+    def mine(self, ctx: Any) -> list[Task]:
+        """This session's tasks, oldest first."""
+        self._expire()
+        owner = owner_of(ctx)
+        return [task for task in self._tasks.values() if task.owner == owner]
 
     # the table
 
@@ -227,6 +310,10 @@ class Tasks:
                 "the request's clientCapabilities extensions",
                 {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
             )
+        return self.owned(ctx, task_id)
+
+    def owned(self, ctx: Any, task_id: str) -> Task:
+        """The task of that id if this session made it; else "not found"."""
         self._expire()
         task = self._tasks.get(task_id)
         if task is None or task.owner != owner_of(ctx):
@@ -235,7 +322,7 @@ class Tasks:
 
     def _expire(self) -> None:
         now = time.time()
-        for task in [t for t in self._tasks.values() if now - t.created > self.ttl]:
+        for task in [t for t in self._tasks.values() if now - t.created > t.ttl]:
             task.scope.cancel()  # a job past the TTL is no longer waited for
             del self._tasks[task.id]
 
@@ -251,16 +338,7 @@ class Tasks:
         return True
 
     def _shape(self, task: Task) -> dict[str, Any]:
-        shape: dict[str, Any] = {
-            "taskId": task.id,
-            "status": task.status,
-            "createdAt": _iso(task.created),
-            "lastUpdatedAt": _iso(task.updated),
-            "ttlMs": int(self.ttl * 1000),
-            "pollIntervalMs": POLL_MS,
-        }
-        if task.message:
-            shape["statusMessage"] = task.message
+        shape = task_state(task, ttl_key="ttlMs", poll_key="pollIntervalMs")
         if task.job is not None:  # for media_result, or a look at the jobs page
             shape["_meta"] = {JOB_META: task.job.id}
         if task.status == "completed" and task.result is not None:
@@ -269,24 +347,31 @@ class Tasks:
             shape["error"] = task.error
         return shape
 
-    async def _run(
-        self,
-        task: Task,
-        run: Callable[[], Awaitable[types.CallToolResult]],
-        ended: anyio.Event,
-    ) -> None:
+    async def _run(self, task: Task, run: Callable[[], Awaitable[types.CallToolResult]]) -> None:
         def submitted(handle: JobHandle) -> None:  # in the submitting thread
             task.job = handle
-            task.message = f"{task.tool}: job {handle.id} {handle.status.value}"
+            task.note(f"{task.tool}: job {handle.id} {handle.status.value}")
             if task.status == "cancelled" and handle.admission is Admission.QUEUED:
                 self.gateway.cancel(handle.id)  # cancelled while it was being submitted
 
         RUNNING.set(True)
-        TASK.set(TaskWait(submitted, self.ttl))  # a job is waited for as long as the task lives
+        CURRENT.set(task)
+        TASK.set(TaskWait(submitted, task.ttl))  # a job is waited for as long as the task lives
         try:
             await self._call(task, run)
         finally:
-            ended.set()
+            task.done.set()
+            if task.status != "cancelled":  # a cancel tells of it itself
+                await self._tell(task)
+
+    async def _tell(self, task: Task) -> None:
+        if task.told is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await task.told(task)
+            except Exception as exc:  # a client gone: it reads the status when it asks
+                log.debug("status of task %s not sent: %s", task.id[:8], exc)
 
     async def _call(self, task: Task, run: Callable[[], Awaitable[types.CallToolResult]]) -> None:
         try:
