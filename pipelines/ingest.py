@@ -21,8 +21,16 @@ from pipelines.blocks import (
     UnknownBlock,
     parse_tool_result,
 )
-from pipelines.cache import BlobError, MediaCache, Validator, safe_mime
-from pipelines.media import Capability, JobRequest, Marker, MarkerReason, MediaKind, StoredBlob
+from pipelines.cache import MediaCache, Validator, safe_mime
+from pipelines.media import (
+    BlobError,
+    Capability,
+    JobRequest,
+    Marker,
+    MarkerReason,
+    MediaKind,
+    StoredBlob,
+)
 from pipelines.proven import ProvenFormats
 from pipelines.render import RenderedResult
 from pipelines.sniff import WAV, Format, ImageCheckError, sniff_audio, verify_image

@@ -1,10 +1,13 @@
-"""Value types shared by the stages: media kinds, stored blobs, markers, job requests."""
+"""Value types shared by the stages: media kinds, stored blobs, markers (and `BlobError`, a
+blob that could not be cached, with its marker), job requests."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+
+from pipelines.errors import PermanentError
 
 
 class MediaKind(StrEnum):
@@ -20,6 +23,15 @@ class MarkerReason(StrEnum):
     NOT_AUDIO = "not_audio"
     UNSUPPORTED_BLOCK = "unsupported_block"
     CACHE_ERROR = "cache_error"
+
+
+class BlobError(PermanentError):
+    """One blob could not be cached; `reason` is the marker the agent sees."""
+
+    def __init__(self, reason: MarkerReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
 
 
 class Capability(StrEnum):

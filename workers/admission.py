@@ -24,8 +24,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pipelines.results import Envelope
+
 SERVICE_WEIGHT = 0.2  # weight of the newest job in the mean service time (the first 5 average)
 RUNNING_TTL = 3600  # a started job whose worker died leaves the running set after this
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What `admit` decided: `settled` (with the stored envelope), `joined` (with the job in
+    flight), `queued` (the caller's job id, now registered), `refused` (queue depth) or
+    `busy` (expected to finish `expected` seconds from now, past the caller's wait)."""
+
+    decision: str
+    job_id: str | None = None
+    envelope: Envelope | None = None
+    waiting: int = 0
+    expected: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -213,7 +213,7 @@ class MediaClient(JobGateway):
         ref: BlobRef | None = None,
         within: float | None = None,
     ) -> JobHandle:
-        """One admission for the key: see `workers.store._ADMIT`. `limit` refuses the job
+        """One admission for the key: see `workers.admission_store._ADMIT`. `limit` refuses the job
         with `QueueFull` when its queue is at the high water (doors that answer at once);
         without it the job is always accepted (a caller that waits its turn itself).
         `within`: the seconds the caller waits for the job; a new job expected to finish

@@ -62,7 +62,14 @@ def semaphore(name: str) -> str:
 
 
 def counts(capability: str) -> str:
+    """Hash: status -> how many result keys of `capability` stand at it."""
     return f"{PREFIX}:counts:{capability}"
+
+
+def counted(capability: str) -> str:
+    """Hash: result key -> the status it is counted at in `counts`. It lasts as long as the
+    counters (no TTL; a result's index entry expires), one field per key stored."""
+    return f"{PREFIX}:counted:{capability}"
 
 
 LEASES = f"{PREFIX}:leases"  # sorted set: job id -> lease expiry (unix time)

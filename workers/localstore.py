@@ -18,6 +18,7 @@ from typing import Any
 from pipelines.results import Envelope, ResultFiles, ResultKey, Status
 from workers.admission import (
     RUNNING_TTL,
+    Admitted,
     WaitBudget,
     expected_finish,
     expected_wait,
@@ -25,7 +26,7 @@ from workers.admission import (
 )
 from workers.capabilities import CAPABILITIES
 from workers.chunks import MAX_ENTRIES, Chunk, check_name
-from workers.store import Admitted, Claim
+from workers.store import Claim
 
 
 class LocalStore:

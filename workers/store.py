@@ -18,15 +18,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
-from pipelines.results import Envelope, ResultFiles, ResultKey, Status
+from pipelines.results import Envelope, ResultFiles, ResultKey
 from workers import chunks, keys
-from workers.admission import RUNNING_TTL, SERVICE_WEIGHT, WaitBudget
-from workers.announcements import WorkerInfo
-from workers.capabilities import CAPABILITIES
+from workers.admission import Admitted, WaitBudget
+from workers.admission_store import RedisAdmission
 from workers.chunks import Chunk
+from workers.cluster_view import RECENT_KEPT
 from workers.journal import JobJournal
 from workers.redis_target import RedisTarget, bounded_client, resilient
 from workers.settings import Settings
+from workers.status_index import StatusIndex
 
 if TYPE_CHECKING:
     from workers.storage import Storage
@@ -51,145 +52,6 @@ if redis.call('zcard', KEYS[1]) < tonumber(ARGV[3]) then
 end
 return 0
 """
-
-# Index a result and move its key's count from the status it stood at to the one it has
-# now: the counters say how many keys stand at each status, so a job that failed and then
-# succeeded on retry counts as done only. KEYS: result, counts. ARGV: envelope JSON, ttl,
-# status.
-_INDEX_COUNTED = """
-local old = redis.call('get', KEYS[1])
-redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2])
-if old then
-  local ok, was = pcall(function() return cjson.decode(old)['status'] end)
-  if ok and type(was) == 'string' then
-    if was == ARGV[3] then return 0 end
-    if tonumber(redis.call('hget', KEYS[2], was) or '0') > 0 then
-      redis.call('hincrby', KEYS[2], was, -1)
-    end
-  end
-end
-redis.call('hincrby', KEYS[2], ARGV[3], 1)
-return 1
-"""
-
-# Lua shared by the admission scripts. `prune`: admitted jobs whose entry expired (a message
-# that never reached a worker) leave both the expiry-ordered and the time-ordered set.
-# `expected`: seconds until a job with `ahead` jobs before it (every slot busy) finishes.
-_ADMISSION_LUA = """
-local function prune(admitted, queued, now)
-  for _, job in ipairs(redis.call('zrangebyscore', admitted, '-inf', now)) do
-    redis.call('zrem', admitted, job)
-    redis.call('zrem', queued, job)
-  end
-end
-local function expected(ahead, slots, mean)
-  return (ahead - slots + 1) * mean / slots + mean
-end
-"""
-
-# One atomic admission for a key: answered by a done result, joined to the job in flight,
-# refused over the queue's high water, else registered (the caller then sends the message).
-# The queue's depth is the set of admitted jobs no worker has started yet, scored by expiry,
-# so that a burst of submitters cannot all pass a check that only later becomes false; the
-# same jobs are kept by admission time too (`keys.queued`), for `_FINISH_ESTIMATE`.
-# With a wait bound, a new job is refused ('busy', with the expected seconds) when it would
-# not start at once and is expected to finish past the bound (`workers.admission`).
-# KEYS: result, inflight, job, admitted, running, service, queued.  ARGV: job id, ttl, high
-# water (0: none), now, result key text, job-key ttl, force (1/0), wait bound (0: none), slots.
-_ADMIT = (
-    _ADMISSION_LUA
-    + """
-if ARGV[7] == '0' then
-  local stored = redis.call('get', KEYS[1])
-  if stored and cjson.decode(stored)['status'] == 'done' then return {'settled', stored} end
-end
-local current = redis.call('get', KEYS[2])
-if current then return {'joined', current} end
-prune(KEYS[4], KEYS[7], ARGV[4])
-local high = tonumber(ARGV[3])
-if high > 0 then
-  local waiting = redis.call('zcard', KEYS[4])
-  if waiting >= high then return {'refused', tostring(waiting)} end
-end
-local bound = tonumber(ARGV[8])
-local slots = tonumber(ARGV[9])
-local mean = tonumber(redis.call('hget', KEYS[6], 'mean') or '0')
-if bound > 0 and slots > 0 and mean > 0 then
-  redis.call('zremrangebyscore', KEYS[5], '-inf', ARGV[4])
-  local ahead = redis.call('zcard', KEYS[4]) + math.min(redis.call('zcard', KEYS[5]), slots)
-  if ahead >= slots then
-    local seconds = expected(ahead, slots, mean)
-    if seconds > bound then return {'busy', tostring(seconds)} end
-  end
-end
-redis.call('set', KEYS[2], ARGV[1], 'EX', ARGV[2])
-redis.call('set', KEYS[3], ARGV[5], 'EX', ARGV[6])
-redis.call('zadd', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[2]), ARGV[1])
-redis.call('zadd', KEYS[7], ARGV[4], ARGV[1])
-return {'queued', ARGV[1]}
-"""
-)
-# Seconds until an admitted job that still waits in its queue finishes, from its position
-# among the jobs admitted before it, the jobs running and the current mean
-# (`workers.admission.expected_finish`); nil once a worker started it (or it is unknown).
-# KEYS: admitted, queued, running, service.  ARGV: job id, now, slots.
-_FINISH_ESTIMATE = (
-    _ADMISSION_LUA
-    + """
-prune(KEYS[1], KEYS[2], ARGV[2])
-local position = redis.call('zrank', KEYS[2], ARGV[1])
-if not position then return false end
-redis.call('zremrangebyscore', KEYS[3], '-inf', ARGV[2])
-local slots = tonumber(ARGV[3])
-local mean = tonumber(redis.call('hget', KEYS[4], 'mean') or '0')
-local ahead = position + math.min(redis.call('zcard', KEYS[3]), slots)
-if slots > 0 and mean > 0 and ahead >= slots then return tostring(expected(ahead, slots, mean)) end
-return tostring(math.max(mean, 0))
-"""
-)
-# A job's result is put: it leaves the running set and, done, its service time (from its
-# start in the running set to now: everything its slot spent on it, not only the stage's
-# `elapsed_ms`, which is the floor) moves its queue's mean (`workers.admission`).
-# KEYS: running, service.  ARGV: job id, elapsed seconds, done (1/0), newest job's least
-# weight, running-set ttl, service ttl.
-_FINISHED = """
-local score = redis.call('zscore', KEYS[1], ARGV[1])
-redis.call('zrem', KEYS[1], ARGV[1])
-if ARGV[3] ~= '1' then return 0 end
-local seconds = tonumber(ARGV[2])
-if score then
-  local t = redis.call('time')
-  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-  seconds = math.max(seconds, now - (tonumber(score) - tonumber(ARGV[5])))
-end
-if seconds <= 0 then return 0 end
-local n = tonumber(redis.call('hget', KEYS[2], 'n') or '0')
-local mean = tonumber(redis.call('hget', KEYS[2], 'mean') or '0')
-local weight = math.max(1 / (n + 1), tonumber(ARGV[4]))
-mean = mean + weight * (seconds - mean)
-redis.call('hset', KEYS[2], 'mean', tostring(mean), 'n', tostring(n + 1))
-redis.call('expire', KEYS[2], ARGV[6])
-return 1
-"""
-
-
-@dataclass(frozen=True, slots=True)
-class Admitted:
-    """What `admit` decided: `settled` (with the stored envelope), `joined` (with the job in
-    flight), `queued` (the caller's job id, now registered), `refused` (queue depth) or
-    `busy` (expected to finish `expected` seconds from now, past the caller's wait)."""
-
-    decision: str
-    job_id: str | None = None
-    envelope: Envelope | None = None
-    waiting: int = 0
-    expected: float = 0.0
-
-
-# Workers announce themselves in `keys.WORKERS` every few seconds (the heartbeat of
-# workers.runtime.recovery); one not seen for this long is gone (killed, frozen, cut off).
-WORKER_FRESH_SECONDS = 15.0
-RECENT_KEPT = 200  # result keys kept in keys.RECENT for the jobs page
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,8 +117,10 @@ class ResultStore(Protocol):
     def close(self) -> None: ...
 
 
-class RedisStore:
-    """Results for the whole cluster: Redis for speed and coordination, sidecars for truth."""
+class RedisStore(RedisAdmission):
+    """Results for the whole cluster: Redis for speed and coordination, sidecars for truth.
+    Its bases admit jobs to the queues (`workers.admission_store`) and read the cluster
+    (`workers.cluster_view`)."""
 
     def __init__(
         self,
@@ -265,18 +129,14 @@ class RedisStore:
         result_ttl: int,
         journal: JobJournal,
     ) -> None:
-        self.redis = client
+        super().__init__(client, result_ttl)
         self.sidecars = sidecars
         # Submitted, unfinished jobs where every node's recovery sweep reads them.
         self.journal = journal
-        self.result_ttl = result_ttl
+        self.status = StatusIndex(client)
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
         self._sem_acquire = client.register_script(_SEM_ACQUIRE)
-        self._admit = client.register_script(_ADMIT)
-        self._index_counted = client.register_script(_INDEX_COUNTED)
-        self._finished = client.register_script(_FINISHED)
-        self._finish_estimate = client.register_script(_FINISH_ESTIMATE)
 
     # finished results
 
@@ -310,30 +170,14 @@ class RedisStore:
         `sidecar`: only indexed and announced (a failure that no disk had room for)."""
         if sidecar:
             self.sidecars.write(envelope)
-        capability = envelope.key.capability.value
-        self._index_counted(
-            keys=[keys.result(envelope.key), keys.counts(capability)],
-            args=[json.dumps(envelope.to_json()), self.result_ttl, envelope.status.value],
-        )
+        self.status.put(envelope, self.result_ttl)
         self._index(envelope, result=False)
         pipe = self.redis.pipeline()
         pipe.delete(keys.inflight(envelope.key))
         pipe.lpush(keys.RECENT, str(envelope.key))
         pipe.ltrim(keys.RECENT, 0, RECENT_KEPT - 1)
         pipe.publish(keys.EVENTS, json.dumps(envelope.to_json()))
-        queue = CAPABILITIES[envelope.key.capability].queue
-        self._finished(
-            keys=[keys.running(queue), keys.service(queue)],
-            args=[
-                envelope.job_id or "",
-                envelope.elapsed_ms / 1000,
-                int(envelope.status is Status.DONE),
-                SERVICE_WEIGHT,
-                RUNNING_TTL,
-                self.result_ttl,
-            ],
-            client=pipe,
-        )
+        self.finished(envelope, pipe)
         pipe.execute()
 
     def _index(self, envelope: Envelope, result: bool = True) -> None:
@@ -361,78 +205,6 @@ class RedisStore:
     def forget_record(self, job_id: str) -> None:
         with contextlib.suppress(redis.RedisError):
             self.redis.delete(keys.job_record(job_id))
-
-    def admit(
-        self,
-        key: ResultKey,
-        job_id: str,
-        ttl: int,
-        queue: str,
-        high_water: int,
-        force: bool,
-        budget: WaitBudget | None = None,
-    ) -> Admitted:
-        """One atomic decision for a submission of `key` (see `_ADMIT`)."""
-        decision, value = self._admit(
-            keys=[
-                keys.result(key),
-                keys.inflight(key),
-                keys.job(job_id),
-                keys.admitted(queue),
-                keys.running(queue),
-                keys.service(queue),
-                keys.queued(queue),
-            ],
-            args=[
-                job_id,
-                ttl,
-                high_water,
-                self.now(),
-                str(key),
-                max(ttl, self.result_ttl),
-                int(force),
-                budget.seconds if budget is not None else 0,
-                budget.slots if budget is not None else 0,
-            ],
-        )
-        decision = decision.decode()
-        text = value.decode() if isinstance(value, bytes) else str(value)
-        if decision == "settled":
-            return Admitted(decision, envelope=Envelope.from_json(json.loads(text)))
-        if decision == "refused":
-            return Admitted(decision, waiting=int(text))
-        if decision == "busy":
-            return Admitted(decision, expected=float(text))
-        return Admitted(decision, job_id=text)
-
-    def started(self, queue: str, job_id: str) -> None:
-        """A worker took the job: it no longer counts against its queue's high water, and
-        counts as running (ahead of new jobs) until its result is put."""
-        pipe = self.redis.pipeline()
-        pipe.zrem(keys.admitted(queue), job_id)
-        pipe.zrem(keys.queued(queue), job_id)
-        pipe.zadd(keys.running(queue), {job_id: self.now() + RUNNING_TTL})
-        pipe.execute()
-
-    def service_time(self, queue: str) -> float:
-        """The measured mean seconds of a done job of `queue` (0.0: none measured yet)."""
-        raw = self.redis.hget(keys.service(queue), "mean")
-        return float(raw) if raw is not None else 0.0
-
-    def finish_estimate(self, queue: str, job_id: str, slots: int) -> float | None:
-        """Seconds until `job_id`, admitted and still waiting in `queue` (served by `slots`),
-        is expected to finish; None once a worker started it, or if it is not admitted
-        (see `_FINISH_ESTIMATE`)."""
-        found = self._finish_estimate(
-            keys=[
-                keys.admitted(queue),
-                keys.queued(queue),
-                keys.running(queue),
-                keys.service(queue),
-            ],
-            args=[job_id, self.now(), slots],
-        )
-        return float(found) if found is not None else None
 
     def forget_job(self, key: ResultKey, job_id: str) -> None:
         self._release(keys=[keys.inflight(key)], args=[job_id])
@@ -507,68 +279,10 @@ class RedisStore:
         self.redis.zrem(keys.semaphore(name), token)
 
     def status_counts(self, capability: str) -> dict[str, int]:
-        raw = self.redis.hgetall(keys.counts(capability))
-        return {k.decode(): int(v) for k, v in raw.items() if int(v)}
-
-    # the cluster: who serves which queue, and how much is waiting
-
-    def now(self) -> float:
-        """The broker's clock: workers on other nodes announce themselves by it too."""
-        seconds, micros = self.redis.time()
-        return float(seconds) + float(micros) / 1e6
-
-    def live_workers(self, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
-        """Workers that announced themselves within `max_age` seconds, by name."""
-        now = self.now()
-        workers = []
-        for raw_name, raw in self.redis.hgetall(keys.WORKERS).items():
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                continue
-            if not isinstance(data, dict):
-                continue
-            info = WorkerInfo.from_announcement(raw_name.decode(), data, now)
-            if info.age_s <= max_age:
-                workers.append(info)
-        return sorted(workers, key=lambda w: w.name)
-
-    def serving(self, queue: str, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
-        """The live workers that consume `queue` (none: its jobs wait until one starts)."""
-        return [w for w in self.live_workers(max_age) if queue in w.queues]
-
-    def queue_lengths(self, queues: Sequence[str]) -> dict[str, int]:
-        """Jobs waiting in each queue (sent, not yet taken by a worker)."""
-        pipe = self.redis.pipeline()
-        for queue in queues:
-            pipe.llen(queue)
-        return {q: int(n) for q, n in zip(queues, pipe.execute(), strict=True)}
+        return self.status.counts(capability)
 
     def dead_letter_count(self) -> int:
         return int(self.redis.llen(keys.DEAD_LETTERS))
-
-    def recent_keys(self, limit: int = 20) -> list[ResultKey]:
-        """The keys of the newest stored results, newest first, each once."""
-        found: dict[str, None] = {}
-        for raw in self.redis.lrange(keys.RECENT, 0, RECENT_KEPT - 1):
-            found.setdefault(raw.decode(), None)
-            if len(found) >= limit:
-                break
-        parsed = []
-        for text in found:
-            with contextlib.suppress(ValueError):
-                parsed.append(ResultKey.parse(text))
-        return parsed
-
-    def paused_queues(self) -> set[str]:
-        """Queues paused from the jobs page: workers stop consuming them until resumed."""
-        return {raw.decode() for raw in self.redis.smembers(keys.PAUSED)}
-
-    def set_paused(self, queue: str, paused: bool) -> None:
-        if paused:
-            self.redis.sadd(keys.PAUSED, queue)
-        else:
-            self.redis.srem(keys.PAUSED, queue)
 
     # dead letters, as the jobs page reads and clears them
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import redis
 
+from pipelines.results import Status
 from tests.support import store_contract as contract
 from workers import keys
 from workers.broker import Broker
@@ -105,3 +106,37 @@ def test_a_claim_is_never_taken_over_by_the_pid_its_token_names(
     store.redis.set(keys.claim(contract.KEY), held, px=30_000)
     assert store.claim(contract.KEY, ttl=30) is None
     assert store.redis.get(keys.claim(contract.KEY)) == held.encode()
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(Status.FAILED, Status.DONE), (Status.DONE, Status.DONE), (Status.DEGRADED, Status.FAILED)],
+)
+def test_a_key_restored_after_its_index_entry_expired_is_counted_once(
+    make: contract.MakeStore, tmp_path: Path, before: Status, after: Status
+) -> None:
+    """The counters last longer than a result's index entry (`JOBS__RESULT_TTL`): a key
+    stored again after its entry expired (reprocessed, retried) moves from where it stood."""
+    store = make(tmp_path)
+    assert isinstance(store, RedisStore)
+    store.put(contract.envelope(status=before, job_id="first"))
+    store.put(contract.envelope(contract.OTHER, status=Status.FAILED, job_id="other"))
+    assert store.redis.expire(keys.result(contract.KEY), 0)  # the index entry's TTL ran out
+    assert not store.redis.exists(keys.result(contract.KEY))
+    store.put(contract.envelope(status=after, job_id="again"))
+    assert store.status_counts(contract.KEY.capability.value) == {after.value: 1}
+    assert store.status_counts(contract.OTHER.capability.value) == {"failed": 1}
+
+
+def test_a_key_counted_before_its_status_was_kept_moves_from_its_index_entry(
+    make: contract.MakeStore, tmp_path: Path
+) -> None:
+    """Counters written by a version that kept no `keys.counted` field: the index entry still
+    says where the key stands."""
+    store = make(tmp_path)
+    assert isinstance(store, RedisStore)
+    store.put(contract.envelope(status=Status.FAILED, job_id="first"))
+    capability = contract.KEY.capability.value
+    assert store.redis.hdel(keys.counted(capability), str(contract.KEY)) == 1
+    store.put(contract.envelope(status=Status.DONE, job_id="retried"))
+    assert store.status_counts(capability) == {"done": 1}

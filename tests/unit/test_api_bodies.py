@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cache import BlobError
-from pipelines.media import Capability, MarkerReason
+from pipelines.media import BlobError, Capability, MarkerReason
 from pipelines.results import Envelope, ResultKey, Status
 from workers.api.bodies import (
     MAX_JSON_DEPTH,

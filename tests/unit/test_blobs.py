@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cache import BlobError, MediaCache
+from pipelines.cache import MediaCache
 from pipelines.errors import PermanentError
-from pipelines.media import MediaKind
+from pipelines.media import BlobError, MediaKind
 from tests.support.factories import png_bytes
 from workers.blobs import BlobMissing, BlobRef, Listed, LocalBlobs
 from workers.node_cache import REPLICAS, NodeCache, input_ref

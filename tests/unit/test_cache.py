@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-import pipelines.cache as cache_module
-from pipelines.cache import BlobError, CacheLimits, MediaCache, decoded_size_bound, iter_base64
-from pipelines.media import MarkerReason, MediaKind
+import pipelines.base64_stream as base64_stream
+from pipelines.base64_stream import decoded_size_bound, iter_base64
+from pipelines.cache import CacheLimits, MediaCache
+from pipelines.media import BlobError, MarkerReason, MediaKind
 from pipelines.sniff import ImageCheckError, verify_image
 from tests.conftest import files_under
 from tests.support.factories import jpeg_bytes, png_bytes
@@ -143,13 +144,13 @@ def test_oversized_base64_is_refused_before_any_decoding(
     cache: MediaCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    real = cache_module._decode_chunk
+    real = base64_stream._decode_chunk
 
     def counting(chunk: bytes) -> bytes:
         calls.append(len(chunk))
         return real(chunk)
 
-    monkeypatch.setattr(cache_module, "_decode_chunk", counting)
+    monkeypatch.setattr(base64_stream, "_decode_chunk", counting)
     huge = "A" * (2 * 1024 * 1024)  # 1.5 MiB decoded, limit is 1 MiB
     with pytest.raises(BlobError) as info:
         cache.store_base64(huge, MediaKind.DOCUMENT, uri="a.bin")

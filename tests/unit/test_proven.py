@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cache import BlobError, MediaCache, Validator
+from pipelines.cache import MediaCache, Validator
 from pipelines.ingest import NeedsWork, ingest, validate_image
-from pipelines.media import MarkerReason, MediaKind, StoredBlob
+from pipelines.media import BlobError, MarkerReason, MediaKind, StoredBlob
 from pipelines.proven import ProvenFormats, hold
 from pipelines.sniff import Format
 from tests.conftest import files_under
