@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.base64_stream import decoded_size_bound, iter_base64
-from pipelines.media import BlobError as BlobError  # the doors name it from here too
-from pipelines.media import MarkerReason, MediaKind, StoredBlob
+from pipelines.media import BlobError, MarkerReason, MediaKind, StoredBlob
 from pipelines.names import safe_document_name
 from pipelines.proven import BUFFER_BYTES, Held, ProvenFormats, hold
 from pipelines.sniff import HEAD_BYTES, Format, looks_like_markup, sniff_audio, sniff_image

@@ -18,8 +18,7 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
-from pipelines.cache import BlobError
-from pipelines.media import MarkerReason, MediaKind, StoredBlob
+from pipelines.media import BlobError, MarkerReason, MediaKind, StoredBlob
 from pipelines.results import private_folders
 from workers.api.bodies import form_text, multipart_boundary
 from workers.api.errors import ApiError

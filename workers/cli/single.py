@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.cache import BlobError
 from pipelines.errors import PermanentError
 from pipelines.ingest import validate_image
-from pipelines.media import MediaKind, StoredBlob
+from pipelines.media import BlobError, MediaKind, StoredBlob
 from pipelines.sniff import Format
 from workers.settings import Settings
 

@@ -19,9 +19,8 @@ from typing import Any
 import anyio.to_thread
 import mcp_types as types
 
-from pipelines.cache import BlobError
 from pipelines.ingest import validate_image
-from pipelines.media import Capability, JobRequest, MediaKind
+from pipelines.media import BlobError, Capability, JobRequest, MediaKind
 from pipelines.render import audio_tag, pending_line, result_note
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.rewrite import MEDIA_URI_PREFIX
