@@ -10,19 +10,29 @@ directly; what the upstream then asks (`sampling/createMessage`, `elicitation/cr
 resource updates) reaches that connection once.
 
 2026-07-28 clients have no connection (every request carries its own envelope) and cannot
-be asked anything: they share one set of upstream sessions, whose changes reach their
-`subscriptions/listen` streams.
+be asked anything. Over stdio there is one client: its requests share one set of upstream
+sessions. Over HTTP nothing tells two clients apart (no session id; the bearer token is the
+door's), so each request is its own client session (`RequestPeers`): it gets upstream
+sessions of its own, held until the request and any task it started have ended, then
+stopped; a `subscriptions/listen` stream holds its own for as long as it is open and hears
+their changes only. What an upstream keeps per session therefore lasts one request: no
+client sees another's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import weakref
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server.connection import Connection
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import (
     PromptsListChanged,
@@ -64,18 +74,32 @@ def is_modern(connection: Connection | None) -> bool:
     return connection is None or connection.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
+def is_single_exchange(connection: Connection | None) -> bool:
+    """A 2026-07-28 request over HTTP: its connection is the request alone (no channel
+    back; over stdio the modern connection has the pipe)."""
+    return (
+        connection is not None and is_modern(connection) and not connection.has_standalone_channel
+    )
+
+
 class Peer:
-    """One client connection (None: the 2026 clients) and its sessions with the upstreams."""
+    """One client connection (None: the stdio 2026 client; a 2026 request over HTTP is one
+    too) and its sessions with the upstreams. What the upstreams send a 2026 client goes to
+    `publish`, or, without one, to this peer's own `events` (a listen stream's)."""
 
     def __init__(
         self,
         specs: Sequence[UpstreamSpec],
         limits: McpSettings,
         connection: Connection | None,
-        publish: Publish,
+        publish: Publish | None,
         changed: Changed,
     ) -> None:
         self.connection = connection
+        self.events: InMemorySubscriptionBus | None = None
+        if publish is None:
+            self.events = InMemorySubscriptionBus()
+            publish = self.events.publish
         self._publish = publish
         self._changed = changed
         self.upstreams = {
@@ -84,18 +108,54 @@ class Peer:
         }
         self.tool_names: dict[str, frozenset[str]] = {}  # each upstream's, as last listed
         self.resource_owner: dict[str, str] = {}  # resource and template URIs: their upstream
+        self.listened: Counter[str] = Counter()  # resources subscribed by listen streams
+        self.holders: set[object] = set()  # its request and the tasks using it (RequestPeers)
+        self._started = False
+        self._waiting = anyio.CancelScope()
 
-    def start(self, tasks: anyio.abc.TaskGroup) -> None:
+    def start(self, tasks: anyio.abc.TaskGroup, slots: anyio.CapacityLimiter | None = None) -> None:
+        """Run the upstream sessions in `tasks`; with `slots`, once one is free (held until
+        they have all ended), so at most that many peers have upstreams running."""
+        if slots is not None:
+            tasks.start_soon(self._run_in_slot, slots)
+            return
+        self._started = True
         for upstream in self.upstreams.values():
             tasks.start_soon(upstream.run)
 
+    async def _run_in_slot(self, slots: anyio.CapacityLimiter) -> None:
+        if slots.available_tokens < 1:  # what a call waiting for its upstream is told
+            reason = (
+                f"all {slots.total_tokens:g} upstream session slots for 2026-07-28 requests over "
+                "HTTP are in use (MCP_MEDIA_MCP__MAX_SESSIONS); retry when some have finished"
+            )
+            for upstream in self.upstreams.values():
+                upstream.error = reason
+        acquired = False
+        with self._waiting:  # cancelled by `stop`
+            await slots.acquire_on_behalf_of(self)
+            acquired = True
+        if not acquired:
+            return
+        try:
+            self._started = True
+            async with anyio.create_task_group() as runs:
+                for upstream in self.upstreams.values():
+                    upstream.error = None
+                    runs.start_soon(upstream.run)
+        finally:
+            slots.release_on_behalf_of(self)
+
     def stop(self) -> None:
+        self._waiting.cancel()
         for upstream in self.upstreams.values():
             upstream.stop()
 
     async def close(self) -> None:
         """Stop every upstream session and wait until each has ended (its process too)."""
         self.stop()
+        if not self._started:
+            return  # still waiting for a slot: nothing ran
         with anyio.move_on_after(CLOSE_TIMEOUT):
             for upstream in self.upstreams.values():
                 await upstream.finished()
@@ -172,7 +232,7 @@ class Peer:
         params = getattr(root, "params", None)
         dumped = _dump(params) if params is not None else {}
         self._changed(self, name, method)
-        if self.connection is None:
+        if self.connection is None or is_modern(self.connection):
             event = _RELAYED[method]
             if event is not None:
                 await self._publish(event(dumped))
@@ -183,3 +243,61 @@ class Peer:
 def _dump(params: Any) -> dict[str, Any]:
     dumped: dict[str, Any] = params.model_dump(by_alias=True, mode="json", exclude_none=True)
     return dumped
+
+
+class RequestPeers:
+    """The upstream sessions of 2026-07-28 requests over HTTP: each request's own, started on
+    its first use and stopped once the request has been answered and every other task that
+    used it (a task's call that outlives the request) has ended. At most `limit` requests
+    have upstreams running; the next waits for one to end (a call gives up after the
+    upstream's connect timeout, with the reason)."""
+
+    def __init__(self, start: Callable[[Connection], Peer], limit: int) -> None:
+        self._start = start
+        self.slots = anyio.CapacityLimiter(limit)
+        self.live: dict[Connection, Peer] = {}
+        self.closing: set[Peer] = set()
+        self._answered: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._ended, self._to_close = anyio.create_memory_object_stream[Peer](math.inf)
+
+    def peers(self) -> list[Peer]:
+        return [*self.live.values(), *self.closing]
+
+    def peer(self, connection: Connection) -> Peer:
+        peer = self.live.get(connection)
+        if peer is None:
+            peer = self.live[connection] = self._start(connection)
+            if connection not in self._answered:
+                peer.holders.add(connection)
+                connection.exit_stack.push_async_callback(self._answer, connection, peer)
+        task = asyncio.current_task()
+        if task is not None and task not in peer.holders:
+            peer.holders.add(task)
+            task.add_done_callback(lambda done: self._release(connection, peer, done))
+        return peer
+
+    async def _answer(self, connection: Connection, peer: Peer) -> None:
+        """The request is answered (its connection closes, in the task that served it):
+        that task and the request no longer hold the peer."""
+        self._answered.add(connection)
+        peer.holders.discard(asyncio.current_task())
+        self._release(connection, peer, connection)
+
+    def _release(self, connection: Connection, peer: Peer, holder: object) -> None:
+        peer.holders.discard(holder)
+        if peer.holders or self.live.get(connection) is not peer:
+            return
+        del self.live[connection]
+        self.closing.add(peer)
+        self._ended.send_nowait(peer)  # from a done callback too: the closing runs in `reap`
+
+    async def reap(self, tasks: anyio.abc.TaskGroup) -> None:
+        """Stops the sessions of ended requests (in `tasks`), for as long as the proxy runs."""
+        async for peer in self._to_close:
+            tasks.start_soon(self._close, peer)
+
+    async def _close(self, peer: Peer) -> None:
+        try:
+            await peer.close()
+        finally:
+            self.closing.discard(peer)

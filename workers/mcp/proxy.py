@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pipelines.errors import InvalidToolResult
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
-from workers.mcp.peers import Peer, connection_of, is_modern
+from workers.mcp.peers import Peer, RequestPeers, connection_of, is_modern, is_single_exchange
 from workers.mcp.rewriter import MediaRewriter, failure_reason
 from workers.mcp.tasks import Tasks
 from workers.mcp.tools import OwnTools, error_result
@@ -65,11 +65,14 @@ class Proxy:
         self.specs = tuple(specs)
         self.prefixed = len(self.specs) > 1
         self._link_mimes: OrderedDict[str, str] = OrderedDict()  # links handed out: their MIME
-        # Each client connection's upstream sessions (`peers`); the 2026 clients share one.
+        # Each client connection's upstream sessions (`peers`): the stdio 2026 client's is
+        # `_modern`, and a 2026 request over HTTP has its own (`_requests`).
         self._peers: dict[Connection, Peer] = {}
         self._modern: Peer | None = None
+        self._requests = RequestPeers(self._start, self.limits.max_sessions)
         self._tasks: anyio.abc.TaskGroup | None = None
         self._events = InMemorySubscriptionBus()  # the subscriptions/listen streams
+        self._listen = ListenHandler(self._events)
         self.server: Server[Any] = _ProxyServer(
             "mcp-media",
             instructions=(
@@ -86,7 +89,7 @@ class Proxy:
             on_list_prompts=self.list_prompts,
             on_get_prompt=self.get_prompt,
             on_completion=self.complete,
-            on_subscriptions_listen=ListenHandler(self._events),
+            on_subscriptions_listen=self.listen,
         )
         # Not a constructor argument: that one warns the capability is deprecated (2026-07-28);
         # handshake-era clients still use it.
@@ -103,9 +106,11 @@ class Proxy:
         """Where the upstream sessions of every client connection run."""
         self._tasks = task_group
         self.tasks.bind(task_group)  # and the calls MCP tasks run
+        task_group.start_soon(self._requests.reap, task_group)
 
     def peers(self) -> list[Peer]:
-        return [*self._peers.values(), *([self._modern] if self._modern else [])]
+        modern = [self._modern] if self._modern else []
+        return [*self._peers.values(), *modern, *self._requests.peers()]
 
     def stop(self) -> None:
         for peer in self.peers():
@@ -121,6 +126,9 @@ class Proxy:
         """The upstream sessions of the connection `ctx` came on, started on its first use
         and closed with the connection."""
         connection = connection_of(ctx)
+        if is_single_exchange(connection):
+            assert connection is not None
+            return self._requests.peer(connection)  # a 2026 request over HTTP: its own
         if is_modern(connection):
             if self._modern is None:
                 self._modern = self._start(None)
@@ -135,8 +143,10 @@ class Proxy:
     def _start(self, connection: Connection | None) -> Peer:
         if self._tasks is None:
             raise MCPError(types.INTERNAL_ERROR, "the proxy is not running its upstreams")
-        peer = Peer(self.specs, self.limits, connection, self._events.publish, self._changed)
-        peer.start(self._tasks)
+        # A 2026 request over HTTP hears its own sessions' changes only (`Peer.events`).
+        publish = None if is_single_exchange(connection) else self._events.publish
+        peer = Peer(self.specs, self.limits, connection, publish, self._changed)
+        peer.start(self._tasks, self._requests.slots if publish is None else None)
         return peer
 
     async def _closed(self, connection: Connection) -> None:
@@ -329,6 +339,38 @@ class Proxy:
         with _handshake_era():
             await self._by_resource(ctx, uri, lambda client: client.unsubscribe_resource(uri))
         return types.EmptyResult()
+
+    async def listen(
+        self, ctx: Any, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """A 2026 client's `subscriptions/listen`: the changes its upstream sessions send
+        (over HTTP the stream's own sessions, held while it is open), and updates of the
+        resources it names, subscribed upstream for as long as the stream lasts."""
+        peer = self._peer(ctx)
+        await self._each(peer)  # the upstreams run: their changes can come
+        uris = [str(uri) for uri in params.notifications.resource_subscriptions or ()]
+        try:
+            for uri in uris:
+                peer.listened[uri] += 1
+                if peer.listened[uri] == 1:
+                    await self._listened(ctx, uri, subscribe=True)
+            handler = self._listen if peer.events is None else ListenHandler(peer.events)
+            return await handler(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                for uri in uris:
+                    peer.listened[uri] -= 1
+                    if peer.listened[uri] <= 0:
+                        del peer.listened[uri]
+                        await self._listened(ctx, uri, subscribe=False)
+
+    async def _listened(self, ctx: Any, uri: str, subscribe: bool) -> None:
+        verb = "subscribe_resource" if subscribe else "unsubscribe_resource"
+        try:
+            with _handshake_era():
+                await self._by_resource(ctx, uri, lambda client: getattr(client, verb)(uri))
+        except MCPError as exc:  # an upstream without subscriptions: list changes still come
+            log.info("resource %s: %s upstream failed: %s", uri, verb, exc)
 
     async def _by_resource(self, ctx: Any, uri: str, call: Callable[[Any], Awaitable[T]]) -> T:
         """`call` on the upstream that listed `uri` (else on each until one answers)."""
