@@ -20,12 +20,13 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tests.integration.conftest import Cluster
 from tests.integration.test_mcp_http import mcp_door
 from tests.integration.test_mcp_protocol import UPSTREAM_EVERYTHING, _alive, _zombie
-from tests.integration.test_mcp_proxy import texts
+from tests.integration.test_mcp_proxy import proxied, texts
 
 pytestmark = pytest.mark.integration
 
@@ -208,3 +209,18 @@ def test_a_2026_listen_stream_hears_what_it_subscribed_from_its_own_session(
 
     with mcp_door(cluster, "proxy", "--", *TICKING, UPSTREAM_MARK=mark) as door:
         anyio.run(scenario, *door)
+
+
+def test_a_2026_listen_over_stdio_hears_the_resource_it_named(cluster: Cluster) -> None:
+    """Over stdio (one client: one set of upstream sessions) the resources a listen stream
+    names are subscribed upstream too, for as long as it is open."""
+
+    async def scenario() -> None:
+        async with proxied(cluster, "--inline", "--", *TICKING) as client:
+            assert client.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+            async with client.listen(resource_subscriptions=["tick://a"]) as events:
+                with anyio.fail_after(GUARD_S):
+                    event = await events.__anext__()
+            assert isinstance(event, ResourceUpdated) and str(event.uri) == "tick://a"
+
+    anyio.run(scenario)

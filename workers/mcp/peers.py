@@ -27,6 +27,7 @@ import math
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import anyio
@@ -289,12 +290,14 @@ class RequestPeers:
             return
         del self.live[connection]
         self.closing.add(peer)
-        self._ended.send_nowait(peer)  # from a done callback too: the closing runs in `reap`
+        with suppress(anyio.ClosedResourceError):  # after `reap`: the proxy closes it
+            self._ended.send_nowait(peer)  # from a done callback too: closed in `reap`
 
     async def reap(self, tasks: anyio.abc.TaskGroup) -> None:
         """Stops the sessions of ended requests (in `tasks`), for as long as the proxy runs."""
-        async for peer in self._to_close:
-            tasks.start_soon(self._close, peer)
+        with self._ended, self._to_close:
+            async for peer in self._to_close:
+                tasks.start_soon(self._close, peer)
 
     async def _close(self, peer: Peer) -> None:
         try:

@@ -65,6 +65,7 @@ class Proxy:
         self.specs = tuple(specs)
         self.prefixed = len(self.specs) > 1
         self._link_mimes: OrderedDict[str, str] = OrderedDict()  # links handed out: their MIME
+        self._schemas: dict[str, Any] = {}  # input schemas of the tools last listed
         # Each client connection's upstream sessions (`peers`): the stdio 2026 client's is
         # `_modern`, and a 2026 request over HTTP has its own (`_requests`).
         self._peers: dict[Connection, Peer] = {}
@@ -80,6 +81,7 @@ class Proxy:
                 "and, when ready, a summary or transcript; media_result fetches late ones."
             ),
             on_list_tools=self.list_tools,
+            get_tool_input_schema=self._input_schema,
             on_call_tool=self.call_tool,
             on_list_resources=self.list_resources,
             on_list_resource_templates=self.list_resource_templates,
@@ -121,6 +123,15 @@ class Proxy:
         with anyio.CancelScope(shield=True):
             for peer in self.peers():
                 await peer.close()
+
+    def _input_schema(self, name: str) -> Any:
+        """What a 2026 `tools/call`'s Mcp-Param headers are checked against: the tool's input
+        schema as last listed (unknown: not checked). Else the SDK would list the tools
+        first, in upstream sessions of their own, at every call over HTTP."""
+        known = self._schemas.get(name)
+        if known is None and self.tools.has(name):
+            known = next((t.input_schema for t in self.tools.definitions() if t.name == name), None)
+        return known
 
     def _peer(self, ctx: Any) -> Peer:
         """The upstream sessions of the connection `ctx` came on, started on its first use
@@ -194,6 +205,7 @@ class Proxy:
             ]
         taken = {tool.name for tool in tools}
         tools += [tool for tool in self.tools.definitions() if tool.name not in taken]
+        self._schemas = {tool.name: tool.input_schema for tool in tools}
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(
