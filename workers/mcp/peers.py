@@ -75,12 +75,19 @@ def is_modern(connection: Connection | None) -> bool:
     return connection is None or connection.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def is_single_exchange(connection: Connection | None) -> bool:
-    """A 2026-07-28 request over HTTP: its connection is the request alone (no channel
-    back; over stdio the modern connection has the pipe)."""
-    return (
-        connection is not None and is_modern(connection) and not connection.has_standalone_channel
-    )
+def http_request(ctx: Any) -> Connection | None:
+    """The connection of a 2026-07-28 request over HTTP, which is that request alone (no
+    session, no channel back), else None. Over stdio the modern connection has the pipe (one
+    client); an in-process client has no HTTP request."""
+    connection = connection_of(ctx)
+    if (
+        connection is None
+        or not is_modern(connection)
+        or connection.has_standalone_channel
+        or getattr(ctx, "request", None) is None
+    ):
+        return None
+    return connection
 
 
 class Peer:

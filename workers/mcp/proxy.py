@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pipelines.errors import InvalidToolResult
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
-from workers.mcp.peers import Peer, RequestPeers, connection_of, is_modern, is_single_exchange
+from workers.mcp.peers import Peer, RequestPeers, connection_of, http_request, is_modern
 from workers.mcp.rewriter import MediaRewriter, failure_reason
 from workers.mcp.tasks import Tasks
 from workers.mcp.tools import OwnTools, error_result
@@ -70,7 +70,7 @@ class Proxy:
         # `_modern`, and a 2026 request over HTTP has its own (`_requests`).
         self._peers: dict[Connection, Peer] = {}
         self._modern: Peer | None = None
-        self._requests = RequestPeers(self._start, self.limits.max_sessions)
+        self._requests = RequestPeers(partial(self._start, own=True), self.limits.max_sessions)
         self._tasks: anyio.abc.TaskGroup | None = None
         self._events = InMemorySubscriptionBus()  # the subscriptions/listen streams
         self._listen = ListenHandler(self._events)
@@ -135,11 +135,12 @@ class Proxy:
 
     def _peer(self, ctx: Any) -> Peer:
         """The upstream sessions of the connection `ctx` came on, started on its first use
-        and closed with the connection."""
+        and closed with the connection (a 2026 request over HTTP is a connection of its own;
+        the stdio or in-process 2026 client has one set)."""
+        request = http_request(ctx)
+        if request is not None:
+            return self._requests.peer(request)  # a 2026 request over HTTP: its own
         connection = connection_of(ctx)
-        if is_single_exchange(connection):
-            assert connection is not None
-            return self._requests.peer(connection)  # a 2026 request over HTTP: its own
         if is_modern(connection):
             if self._modern is None:
                 self._modern = self._start(None)
@@ -151,13 +152,13 @@ class Proxy:
             connection.exit_stack.push_async_callback(self._closed, connection)
         return peer
 
-    def _start(self, connection: Connection | None) -> Peer:
+    def _start(self, connection: Connection | None, own: bool = False) -> Peer:
         if self._tasks is None:
             raise MCPError(types.INTERNAL_ERROR, "the proxy is not running its upstreams")
         # A 2026 request over HTTP hears its own sessions' changes only (`Peer.events`).
-        publish = None if is_single_exchange(connection) else self._events.publish
+        publish = None if own else self._events.publish
         peer = Peer(self.specs, self.limits, connection, publish, self._changed)
-        peer.start(self._tasks, self._requests.slots if publish is None else None)
+        peer.start(self._tasks, self._requests.slots if own else None)
         return peer
 
     async def _closed(self, connection: Connection) -> None:
