@@ -69,15 +69,31 @@ async def settle(mark: str, count: int) -> None:
             await anyio.sleep(0.1)
 
 
+def everything(cluster: Cluster, mark: str, **env: str) -> Any:
+    """The proxy over HTTP in front of server-everything, its processes marked `mark`."""
+    return mcp_door(cluster, "proxy", "--", *UPSTREAM_EVERYTHING, UPSTREAM_MARK=mark, **env)
+
+
+async def watch_most(mark: str, most: list[int]) -> None:
+    """Keeps in `most[0]` the most upstream processes of this test seen at once."""
+    while True:
+        most[0] = max(most[0], len(_pids_marked(mark)))
+        await anyio.sleep(0.05)
+
+
 async def uris(client: Client) -> set[str]:
     listed = await client.list_resources(cache_mode="refresh")
     return {str(resource.uri) for resource in listed.resources}
 
 
-def test_two_2026_clients_do_not_see_each_others_upstream_state(cluster: Cluster) -> None:
+@pytest.mark.parametrize("spares", [0, 1])
+def test_two_2026_clients_do_not_see_each_others_upstream_state(
+    cluster: Cluster, spares: int
+) -> None:
     """A makes a session resource on server-everything; B cannot list or read it (with one
     shared upstream session, as before, B saw it). A request's sessions last that request:
-    A's next request does not see it either, and no upstream runs once requests end."""
+    A's next request does not see it either, and once requests end only the spares run (a
+    spare is one request's, never handed to a second)."""
     mark = uuid.uuid4().hex
 
     async def scenario(url: str, token: str) -> None:
@@ -90,27 +106,83 @@ def test_two_2026_clients_do_not_see_each_others_upstream_state(cluster: Cluster
             with pytest.raises(Exception):  # noqa: B017 - the upstream's own error
                 await b.read_resource(uri)
             assert uri not in await uris(a)  # A has no session either: one request, one
-            await settle(mark, 0)  # every request's upstream stopped when it ended
+            await settle(mark, spares)  # every request's upstream stopped when it ended
 
-    with mcp_door(cluster, "proxy", "--", *UPSTREAM_EVERYTHING, UPSTREAM_MARK=mark) as door:
+    with everything(cluster, mark, MCP_MEDIA_MCP__SPARE_SESSIONS=str(spares)) as door:
+        anyio.run(scenario, *door)
+
+
+def test_each_2026_request_takes_a_warm_spare_once_and_a_new_one_starts(
+    cluster: Cluster,
+) -> None:
+    """SPARE_SESSIONS=1, MAX_SESSIONS=2: each sequential call is served by the spare started
+    ahead (its upstream process ends with the request) while a new spare starts; never more
+    than two upstream processes; a spare whose upstream died is not handed out."""
+    mark = uuid.uuid4().hex
+    most = [0]
+
+    async def scenario(url: str, token: str) -> None:
+        async with modern_client(url, token) as client, anyio.create_task_group() as tasks:
+            tasks.start_soon(watch_most, mark, most)
+            await client.call_tool("echo", {"message": "first"})  # spares start from here
+            for n in range(4):
+                await settle(mark, 1)
+                (spare,) = _pids_marked(mark)
+                if n == 3:  # its upstream dies: the next call starts a set of its own
+                    os.kill(spare, signal.SIGKILL)
+                    await anyio.sleep(2)  # for the proxy to read the pipe's end
+                answer = await client.call_tool("echo", {"message": f"call {n}"})
+                assert texts(answer) == [f"Echo: call {n}"]
+                with anyio.fail_after(GUARD_S):
+                    while spare in _pids_marked(mark):  # used by that request, then stopped
+                        await anyio.sleep(0.05)
+            await settle(mark, 1)  # a fresh spare, ready for the next request
+            tasks.cancel_scope.cancel()
+
+    with everything(
+        cluster,
+        mark,
+        MCP_MEDIA_MCP__MAX_SESSIONS="2",
+        MCP_MEDIA_MCP__SPARE_SESSIONS="1",
+    ) as door:
+        anyio.run(scenario, *door)
+    assert 1 <= most[0] <= 2
+
+
+def test_shared_2026_sessions_are_one_upstream_set_as_before(cluster: Cluster) -> None:
+    """MODERN_SESSIONS=shared (for upstreams that keep no per-session state): all 2026
+    requests use one upstream session, so B does see the resource A made, and one upstream
+    process serves every request."""
+    mark = uuid.uuid4().hex
+
+    async def scenario(url: str, token: str) -> None:
+        async with modern_client(url, token) as a, modern_client(url, token) as b:
+            made = await a.call_tool("gzip-file-as-resource", {"name": "a.txt.gz", "data": SECRET})
+            (link,) = [block for block in made.content if isinstance(block, types.ResourceLink)]
+            await settle(mark, 1)
+            (pid,) = _pids_marked(mark)
+            assert str(link.uri) in await uris(b)  # the clients share upstream state
+            for n in range(3):
+                await b.call_tool("echo", {"message": f"call {n}"})
+            assert _pids_marked(mark) == [pid]
+
+    with everything(cluster, mark, MCP_MEDIA_MCP__MODERN_SESSIONS="shared") as door:
         anyio.run(scenario, *door)
 
 
 def test_2026_requests_sessions_are_bounded_and_none_outlives_the_proxy(
     cluster: Cluster,
 ) -> None:
-    """MAX_SESSIONS=2: five long calls at once all finish, at most two holding an upstream
-    process at a time (the others wait for one to end); a call in flight when the proxy is
-    stopped does not leave its upstream running."""
+    """MAX_SESSIONS=2 (one of them a spare's): five long calls at once all finish, at most
+    two holding an upstream process at a time (the others wait for one to end); a call in
+    flight when the proxy is stopped leaves neither its upstream nor the spare running."""
     mark = uuid.uuid4().hex
-    most = 0
+    most = [0]
     outcomes: list[Any] = []
     upstream: list[int] = []
     left: list[int] = []
 
     async def scenario(url: str, token: str) -> None:
-        nonlocal most
-
         async def long_call(client: Client) -> None:
             try:
                 args = {"duration": 4, "steps": 4}
@@ -119,27 +191,20 @@ def test_2026_requests_sessions_are_bounded_and_none_outlives_the_proxy(
                 outcomes.append(exc)
 
         async with modern_client(url, token) as client:
-
-            async def watch() -> None:
-                nonlocal most
-                while True:
-                    most = max(most, len(_pids_marked(mark)))
-                    await anyio.sleep(0.05)
-
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(watch)
+                tasks.start_soon(watch_most, mark, most)
                 with anyio.fail_after(GUARD_S):
                     async with anyio.create_task_group() as calls:
                         for _ in range(5):
                             calls.start_soon(long_call, client)
                 tasks.cancel_scope.cancel()
-            await settle(mark, 0)
+            await settle(mark, 1)  # the spare
 
         # Then one call in flight when the proxy is stopped (its client fails on the way out).
         with suppress(Exception), anyio.fail_after(GUARD_S):
             async with modern_client(url, token) as client, anyio.create_task_group() as tasks:
                 tasks.start_soon(long_call, client)
-                await settle(mark, 1)
+                await settle(mark, 2)  # the call's (the spare it took) and a new spare
                 upstream.extend(_pids_marked(mark))
                 proxy = _parent(upstream[0])
                 os.kill(proxy, signal.SIGTERM)
@@ -148,20 +213,13 @@ def test_2026_requests_sessions_are_bounded_and_none_outlives_the_proxy(
                 left.extend(_alive(upstream))  # at the moment the proxy is gone
                 tasks.cancel_scope.cancel()
 
-    with mcp_door(
-        cluster,
-        "proxy",
-        "--",
-        *UPSTREAM_EVERYTHING,
-        UPSTREAM_MARK=mark,
-        MCP_MEDIA_MCP__MAX_SESSIONS="2",
-    ) as door:
+    with everything(cluster, mark, MCP_MEDIA_MCP__MAX_SESSIONS="2") as door:
         anyio.run(scenario, *door)
     finished = outcomes[:5]
     assert all(isinstance(o, types.CallToolResult) for o in finished), finished
     assert all("Long running operation completed" in texts(o)[0] for o in finished)
-    assert most == 2  # two at a time, never more
-    assert len(upstream) == 1 and left == []
+    assert most[0] == 2  # two at a time, never more
+    assert len(upstream) == 2 and left == []
 
 
 def _parent(pid: int) -> int:
@@ -207,7 +265,9 @@ def test_a_2026_listen_stream_hears_what_it_subscribed_from_its_own_session(
                 assert updated == {f"tick://{name}"}, (name, events)
             await settle(mark, 0)
 
-    with mcp_door(cluster, "proxy", "--", *TICKING, UPSTREAM_MARK=mark) as door:
+    with mcp_door(
+        cluster, "proxy", "--", *TICKING, UPSTREAM_MARK=mark, MCP_MEDIA_MCP__SPARE_SESSIONS="0"
+    ) as door:
         anyio.run(scenario, *door)
 
 

@@ -16,7 +16,9 @@ door's), so each request is its own client session (`RequestPeers`): it gets ups
 sessions of its own, held until the request and any task it started have ended, then
 stopped; a `subscriptions/listen` stream holds its own for as long as it is open and hears
 their changes only. What an upstream keeps per session therefore lasts one request: no
-client sees another's.
+client sees another's. Starting a stdio upstream per request is slow, so `MCP__SPARE_SESSIONS`
+sets are kept started ahead (each used by one request); `MCP__MODERN_SESSIONS=shared` gives
+all 2026 requests over HTTP one set instead, for upstreams that keep no per-session state.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ class Peer:
         self.listened: Counter[str] = Counter()  # resources subscribed by listen streams
         self.holders: set[object] = set()  # its request and the tasks using it (RequestPeers)
         self._started = False
+        self.warmed = False  # a spare's sessions have been started (`warm`)
+        self._running = anyio.Event()  # its slot is held (or it was stopped waiting)
         self._waiting = anyio.CancelScope()
 
     def start(self, tasks: anyio.abc.TaskGroup, slots: anyio.CapacityLimiter | None = None) -> None:
@@ -128,6 +132,7 @@ class Peer:
             tasks.start_soon(self._run_in_slot, slots)
             return
         self._started = True
+        self._running.set()
         for upstream in self.upstreams.values():
             tasks.start_soon(upstream.run)
 
@@ -147,6 +152,7 @@ class Peer:
             return
         try:
             self._started = True
+            self._running.set()
             async with anyio.create_task_group() as runs:
                 for upstream in self.upstreams.values():
                     upstream.error = None
@@ -154,8 +160,25 @@ class Peer:
         finally:
             slots.release_on_behalf_of(self)
 
+    async def warm(self) -> None:
+        """Start every upstream session now (a spare's); `warmed` once each has started or
+        failed to."""
+        try:
+            await self._running.wait()  # a slot first: waiting for one is not failing
+            for upstream in self.upstreams.values():
+                with suppress(Exception):  # the reason stays in `upstream.error`
+                    await upstream.session()
+        finally:
+            self.warmed = True
+
+    @property
+    def dead(self) -> bool:
+        """Warmed, but some upstream session did not start or has ended since."""
+        return self.warmed and not all(u.live for u in self.upstreams.values())
+
     def stop(self) -> None:
         self._waiting.cancel()
+        self._running.set()
         for upstream in self.upstreams.values():
             upstream.stop()
 
@@ -258,23 +281,39 @@ class RequestPeers:
     its first use and stopped once the request has been answered and every other task that
     used it (a task's call that outlives the request) has ended. At most `limit` requests
     have upstreams running; the next waits for one to end (a call gives up after the
-    upstream's connect timeout, with the reason)."""
+    upstream's connect timeout, with the reason).
 
-    def __init__(self, start: Callable[[Connection], Peer], limit: int) -> None:
+    From the first request on, `spares` sets are kept started ahead (each holding one of the
+    `limit` slots): a request takes one (a ready one first, else one still starting) instead
+    of starting its own, and a replacement starts in the background. A spare is used by one
+    request only, and one whose upstream did not start or has died is stopped, not handed
+    out."""
+
+    def __init__(
+        self, start: Callable[[Connection | None], Peer], limit: int, spares: int = 0
+    ) -> None:
         self._start = start
         self.slots = anyio.CapacityLimiter(limit)
         self.live: dict[Connection, Peer] = {}
         self.closing: set[Peer] = set()
+        self.spares: list[Peer] = []
+        self._spare_count = min(spares, limit)
+        self._group: anyio.abc.TaskGroup | None = None
+        self._stopped = False
         self._answered: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._ended, self._to_close = anyio.create_memory_object_stream[Peer](math.inf)
 
     def peers(self) -> list[Peer]:
-        return [*self.live.values(), *self.closing]
+        return [*self.live.values(), *self.closing, *self.spares]
+
+    def stop(self) -> None:
+        """No more spares are started (the proxy is stopping)."""
+        self._stopped = True
 
     def peer(self, connection: Connection) -> Peer:
         peer = self.live.get(connection)
         if peer is None:
-            peer = self.live[connection] = self._start(connection)
+            peer = self.live[connection] = self._take(connection)
             if connection not in self._answered:
                 peer.holders.add(connection)
                 connection.exit_stack.push_async_callback(self._answer, connection, peer)
@@ -283,6 +322,30 @@ class RequestPeers:
             peer.holders.add(task)
             task.add_done_callback(lambda done: self._release(connection, peer, done))
         return peer
+
+    def _take(self, connection: Connection) -> Peer:
+        """A spare for this request (a ready one first), else sessions of its own; then the
+        spares are made up again."""
+        for dead in [spare for spare in self.spares if spare.dead]:
+            self.spares.remove(dead)
+            self._retire(dead)
+        ready = [spare for spare in self.spares if spare.warmed]
+        if ready or self.spares:
+            peer = (ready or self.spares)[0]
+            self.spares.remove(peer)
+            peer.connection = connection
+        else:
+            peer = self._start(connection)
+        self._make_spares()
+        return peer
+
+    def _make_spares(self) -> None:
+        while self._group is not None and not self._stopped:
+            if len(self.spares) >= self._spare_count:
+                return
+            spare = self._start(None)
+            self.spares.append(spare)
+            self._group.start_soon(spare.warm)
 
     async def _answer(self, connection: Connection, peer: Peer) -> None:
         """The request is answered (its connection closes, in the task that served it):
@@ -296,12 +359,16 @@ class RequestPeers:
         if peer.holders or self.live.get(connection) is not peer:
             return
         del self.live[connection]
+        self._retire(peer)
+
+    def _retire(self, peer: Peer) -> None:
         self.closing.add(peer)
         with suppress(anyio.ClosedResourceError):  # after `reap`: the proxy closes it
             self._ended.send_nowait(peer)  # from a done callback too: closed in `reap`
 
     async def reap(self, tasks: anyio.abc.TaskGroup) -> None:
         """Stops the sessions of ended requests (in `tasks`), for as long as the proxy runs."""
+        self._group = tasks
         with self._ended, self._to_close:
             async for peer in self._to_close:
                 tasks.start_soon(self._close, peer)

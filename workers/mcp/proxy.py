@@ -70,7 +70,9 @@ class Proxy:
         # `_modern`, and a 2026 request over HTTP has its own (`_requests`).
         self._peers: dict[Connection, Peer] = {}
         self._modern: Peer | None = None
-        self._requests = RequestPeers(partial(self._start, own=True), self.limits.max_sessions)
+        self._requests = RequestPeers(
+            partial(self._start, own=True), self.limits.max_sessions, self.limits.spare_sessions
+        )
         self._tasks: anyio.abc.TaskGroup | None = None
         self._events = InMemorySubscriptionBus()  # the subscriptions/listen streams
         self._listen = ListenHandler(self._events)
@@ -115,11 +117,13 @@ class Proxy:
         return [*self._peers.values(), *modern, *self._requests.peers()]
 
     def stop(self) -> None:
+        self._requests.stop()
         for peer in self.peers():
             peer.stop()
 
     async def close(self) -> None:
         """Stop every upstream session and wait for each (and its process) to end."""
+        self._requests.stop()
         with anyio.CancelScope(shield=True):
             for peer in self.peers():
                 await peer.close()
@@ -136,9 +140,10 @@ class Proxy:
     def _peer(self, ctx: Any) -> Peer:
         """The upstream sessions of the connection `ctx` came on, started on its first use
         and closed with the connection (a 2026 request over HTTP is a connection of its own;
-        the stdio or in-process 2026 client has one set)."""
+        the stdio or in-process 2026 client has one set, and so have all 2026 requests over
+        HTTP with MCP__MODERN_SESSIONS=shared)."""
         request = http_request(ctx)
-        if request is not None:
+        if request is not None and self.limits.modern_sessions == "request":
             return self._requests.peer(request)  # a 2026 request over HTTP: its own
         connection = connection_of(ctx)
         if is_modern(connection):
