@@ -221,12 +221,31 @@ class McpSettings(BaseModel):
     # The HTTP door: a request's line and header fields together (at most 100 fields): past
     # it, 431 with a JSON-RPC error.
     max_header_kb: int = Field(default=16, ge=1)
+    # 2026-07-28 requests over HTTP (no session to tell clients apart): `request` gives each
+    # its own upstream sessions (no client sees another's upstream state; at most
+    # `max_sessions` at once); `shared` gives them all one set, for upstreams that keep no
+    # per-session state (the clients then see each other's: subscriptions, a session
+    # resource, a log level). `spare_sessions` sets are started ahead (counted within
+    # `max_sessions`) so a request need not wait for its upstreams to start; 0: none.
+    modern_sessions: str = "request"
+    spare_sessions: int = Field(default=1, ge=0, le=16)
     # MCP tasks (the io.modelcontextprotocol/tasks extension): at most `max_tasks` held at
     # once (finished ones give way to new ones, oldest first); each kept `task_ttl` seconds.
     max_tasks: int = Field(default=1000, ge=1)
     task_ttl: float = Field(default=3600.0, gt=0)
     # Results held by finished tasks (speech comes inline): past this, oldest results go.
     task_results_mb: float = Field(default=256.0, gt=0)
+
+    @field_validator("modern_sessions")
+    @classmethod
+    def _modern_sessions(cls, value: str) -> str:
+        if value not in ("request", "shared"):
+            raise ValueError(
+                "MCP_MEDIA_MCP__MODERN_SESSIONS must be 'request' (each 2026-07-28 request "
+                "over HTTP gets upstream sessions of its own) or 'shared' (one set for all, "
+                f"for upstreams that keep no per-session state), not {value!r}"
+            )
+        return value
 
     @property
     def max_upstream_message_bytes(self) -> int:

@@ -34,7 +34,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pipelines.errors import InvalidToolResult
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
-from workers.mcp.peers import Peer, connection_of, is_modern
+from workers.mcp.peers import Peer, RequestPeers, connection_of, http_request, is_modern
 from workers.mcp.rewriter import MediaRewriter, failure_reason
 from workers.mcp.tasks import Tasks
 from workers.mcp.tasks_wire import HandshakeTasks
@@ -66,11 +66,17 @@ class Proxy:
         self.specs = tuple(specs)
         self.prefixed = len(self.specs) > 1
         self._link_mimes: OrderedDict[str, str] = OrderedDict()  # links handed out: their MIME
-        # Each client connection's upstream sessions (`peers`); the 2026 clients share one.
+        self._schemas: dict[str, Any] = {}  # input schemas of the tools last listed
+        # Each client connection's upstream sessions (`peers`): the stdio 2026 client's is
+        # `_modern`, and a 2026 request over HTTP has its own (`_requests`).
         self._peers: dict[Connection, Peer] = {}
         self._modern: Peer | None = None
+        self._requests = RequestPeers(
+            partial(self._start, own=True), self.limits.max_sessions, self.limits.spare_sessions
+        )
         self._tasks: anyio.abc.TaskGroup | None = None
         self._events = InMemorySubscriptionBus()  # the subscriptions/listen streams
+        self._listen = ListenHandler(self._events)
         self.server: Server[Any] = _ProxyServer(
             "mcp-media",
             instructions=(
@@ -78,6 +84,7 @@ class Proxy:
                 "and, when ready, a summary or transcript; media_result fetches late ones."
             ),
             on_list_tools=self.list_tools,
+            get_tool_input_schema=self._input_schema,
             on_call_tool=self.call_tool,
             on_list_resources=self.list_resources,
             on_list_resource_templates=self.list_resource_templates,
@@ -87,7 +94,7 @@ class Proxy:
             on_list_prompts=self.list_prompts,
             on_get_prompt=self.get_prompt,
             on_completion=self.complete,
-            on_subscriptions_listen=ListenHandler(self._events),
+            on_subscriptions_listen=self.listen,
         )
         # Not a constructor argument: that one warns the capability is deprecated (2026-07-28);
         # handshake-era clients still use it.
@@ -105,23 +112,41 @@ class Proxy:
         """Where the upstream sessions of every client connection run."""
         self._tasks = task_group
         self.tasks.bind(task_group)  # and the calls MCP tasks run
+        task_group.start_soon(self._requests.reap, task_group)
 
     def peers(self) -> list[Peer]:
-        return [*self._peers.values(), *([self._modern] if self._modern else [])]
+        modern = [self._modern] if self._modern else []
+        return [*self._peers.values(), *modern, *self._requests.peers()]
 
     def stop(self) -> None:
+        self._requests.stop()
         for peer in self.peers():
             peer.stop()
 
     async def close(self) -> None:
         """Stop every upstream session and wait for each (and its process) to end."""
+        self._requests.stop()
         with anyio.CancelScope(shield=True):
             for peer in self.peers():
                 await peer.close()
 
+    def _input_schema(self, name: str) -> Any:
+        """What a 2026 `tools/call`'s Mcp-Param headers are checked against: the tool's input
+        schema as last listed (unknown: not checked). Else the SDK would list the tools
+        first, in upstream sessions of their own, at every call over HTTP."""
+        known = self._schemas.get(name)
+        if known is None and self.tools.has(name):
+            known = next((t.input_schema for t in self.tools.definitions() if t.name == name), None)
+        return known
+
     def _peer(self, ctx: Any) -> Peer:
         """The upstream sessions of the connection `ctx` came on, started on its first use
-        and closed with the connection."""
+        and closed with the connection (a 2026 request over HTTP is a connection of its own;
+        the stdio or in-process 2026 client has one set, and so have all 2026 requests over
+        HTTP with MCP__MODERN_SESSIONS=shared)."""
+        request = http_request(ctx)
+        if request is not None and self.limits.modern_sessions == "request":
+            return self._requests.peer(request)  # a 2026 request over HTTP: its own
         connection = connection_of(ctx)
         if is_modern(connection):
             if self._modern is None:
@@ -134,11 +159,13 @@ class Proxy:
             connection.exit_stack.push_async_callback(self._closed, connection)
         return peer
 
-    def _start(self, connection: Connection | None) -> Peer:
+    def _start(self, connection: Connection | None, own: bool = False) -> Peer:
         if self._tasks is None:
             raise MCPError(types.INTERNAL_ERROR, "the proxy is not running its upstreams")
-        peer = Peer(self.specs, self.limits, connection, self._events.publish, self._changed)
-        peer.start(self._tasks)
+        # A 2026 request over HTTP hears its own sessions' changes only (`Peer.events`).
+        publish = None if own else self._events.publish
+        peer = Peer(self.specs, self.limits, connection, publish, self._changed)
+        peer.start(self._tasks, self._requests.slots if own else None)
         return peer
 
     async def _closed(self, connection: Connection) -> None:
@@ -186,6 +213,7 @@ class Proxy:
             ]
         taken = {tool.name for tool in tools}
         tools += [tool for tool in self.tools.definitions() if tool.name not in taken]
+        self._schemas = {tool.name: tool.input_schema for tool in tools}
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(
@@ -337,6 +365,38 @@ class Proxy:
         with _handshake_era():
             await self._by_resource(ctx, uri, lambda client: client.unsubscribe_resource(uri))
         return types.EmptyResult()
+
+    async def listen(
+        self, ctx: Any, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """A 2026 client's `subscriptions/listen`: the changes its upstream sessions send
+        (over HTTP the stream's own sessions, held while it is open), and updates of the
+        resources it names, subscribed upstream for as long as the stream lasts."""
+        peer = self._peer(ctx)
+        await self._each(peer)  # the upstreams run: their changes can come
+        uris = [str(uri) for uri in params.notifications.resource_subscriptions or ()]
+        try:
+            for uri in uris:
+                peer.listened[uri] += 1
+                if peer.listened[uri] == 1:
+                    await self._listened(ctx, uri, subscribe=True)
+            handler = self._listen if peer.events is None else ListenHandler(peer.events)
+            return await handler(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                for uri in uris:
+                    peer.listened[uri] -= 1
+                    if peer.listened[uri] <= 0:
+                        del peer.listened[uri]
+                        await self._listened(ctx, uri, subscribe=False)
+
+    async def _listened(self, ctx: Any, uri: str, subscribe: bool) -> None:
+        verb = "subscribe_resource" if subscribe else "unsubscribe_resource"
+        try:
+            with _handshake_era():
+                await self._by_resource(ctx, uri, lambda client: getattr(client, verb)(uri))
+        except MCPError as exc:  # an upstream without subscriptions: list changes still come
+            log.info("resource %s: %s upstream failed: %s", uri, verb, exc)
 
     async def _by_resource(self, ctx: Any, uri: str, call: Callable[[Any], Awaitable[T]]) -> T:
         """`call` on the upstream that listed `uri` (else on each until one answers)."""

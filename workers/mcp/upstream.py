@@ -307,6 +307,15 @@ class Upstream:
             )
         return self.client
 
+    @property
+    def live(self) -> bool:
+        """The session is up: not broken, not stopped, and its connection has not ended (a
+        process that died while idle; the SDK keeps that on the session's dispatcher only)."""
+        if self.client is None or self._broken.is_set() or self._stopping:
+            return False
+        dispatcher = getattr(getattr(self.client, "session", None), "_dispatcher", None)
+        return not getattr(dispatcher, "_closed", False)
+
     def succeeded(self) -> None:
         """A call was answered (a result or the upstream's own error): back-off starts over."""
         self._backoff = BACKOFF_START
