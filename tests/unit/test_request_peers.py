@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from pydantic import ValidationError
 from mcp.server.connection import Connection
+from pydantic import ValidationError
 
 from workers.mcp.peers import Peer, RequestPeers
 from workers.settings import McpSettings
@@ -99,5 +99,5 @@ def test_a_request_takes_a_spare_once_and_a_replacement_is_started() -> None:
 
 def test_modern_sessions_takes_request_or_shared_only() -> None:
     assert McpSettings(modern_sessions="shared").modern_sessions == "shared"
-    with pytest.raises(ValidationError, match="must be 'request' .* or 'shared'"):
+    with pytest.raises(ValidationError, match=r"must be 'request' .* or 'shared'"):
         McpSettings(modern_sessions="per-client")
