@@ -153,6 +153,11 @@ class JobGateway(Protocol):
 
     def waiting(self) -> dict[str, int]: ...
 
+    def unserved(self, handles: Iterable[JobHandle]) -> dict[str, list[JobHandle]]:
+        """The unfinished handles whose queue no live worker serves, by queue: none where
+        jobs run in this process."""
+        return {}
+
     def cancel(self, job_id: str) -> None:
         """Ask the job to stop: it ends `failed` with the reason `cancelled` (before it runs,
         or at the stage's next checkpoint) unless it finishes first."""

@@ -208,6 +208,40 @@ def test_the_task_table_is_bounded(cluster: Cluster, tmp_path: Path) -> None:
         client.close()
 
 
+def test_a_job_no_worker_serves_is_said_at_once_and_its_task_ends_while_it_can_be_read(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """No worker serves the vision queue: a plain call says so at once (the job stays queued)
+    instead of waiting out its wait (here 600 s, which the test's own timeout cuts); a task says so in its status and ends `failed` half its TTL in, while
+    `tasks/get` still finds it (it used to end `completed` with a pending result at the
+    very moment it expired). The job stays queued: a worker started later does it."""
+    client = own_tools(cluster, tmp_path, MCP_MEDIA_MCP__TASK_TTL="20")
+    try:
+        plain = client.call(
+            "describe_image", {"image": _image(tmp_path, 40), "wait": 600}, tasks=False
+        )
+        assert plain["isError"] is False and plain["structuredContent"]["status"] == "pending"
+        said = plain["content"][0]["text"]
+        assert "no worker serves the 'vision' queue" in said and "stays queued" in said
+        assert "mcp-media worker --queues vision" in said and "media_result" in said
+        assert plain["structuredContent"]["reason"] in said
+
+        created = client.call("describe_image", {"image": _image(tmp_path, 41)})
+        queued = client.poll(created["taskId"], timeout=60, until=_has_job)[-1]
+        assert "no worker serves the 'vision' queue yet" in queued["statusMessage"]
+        final = client.poll(created["taskId"], timeout=60)[-1]
+        assert final["status"] == "failed" and "result" not in final
+        assert final["error"]["code"] == -32001
+        assert "not finished within the task's 10 s" in final["error"]["message"]
+        assert client.result("tasks/get", {"taskId": created["taskId"]})["status"] == "failed"
+
+        cluster.start_worker("vision", concurrency=1)
+        done = _job_result(client, final["_meta"][JOB])
+        assert done["status"] == "done" and "A test image." in done["output"]["summary"]
+    finally:
+        client.close()
+
+
 def test_the_sdk_client_with_the_tasks_extension_through_the_proxy(
     cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -56,6 +56,8 @@ POLL_MS = 1000
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 NOT_FOUND = "Failed to retrieve task: Task not found"
 JOB_META = "mcp-media/job"  # the task's job id, in its `_meta`
+UNFINISHED = frozenset({"pending", "running"})  # a job result's status it is not done with
+READ_MARGIN_S = 60.0  # a task ends this long before its TTL (at most half of it): readable
 GRACE_S = 1.0  # a call other than an own job tool answers directly if it ends this soon
 RUNNING: ContextVar[bool] = ContextVar("running_task", default=False)  # inside a task's call
 CURRENT: ContextVar[Task | None] = ContextVar("current_task", default=None)  # the task's call's
@@ -149,6 +151,12 @@ def owner_of(ctx: Any) -> Any:
     if connection.session_id:
         return connection.session_id
     return connection.outbound if connection.has_standalone_channel else None
+
+
+def job_wait(ttl: float) -> float:
+    """How long a task waits for its job: long enough, and ending early enough that its
+    outcome can still be read before the task expires."""
+    return max(ttl / 2, ttl - READ_MARGIN_S)
 
 
 def iso(at: float) -> str:
@@ -348,15 +356,21 @@ class Tasks:
         return shape
 
     async def _run(self, task: Task, run: Callable[[], Awaitable[types.CallToolResult]]) -> None:
-        def submitted(handle: JobHandle) -> None:  # in the submitting thread
+        def submitted(handle: JobHandle, idle: str | None) -> None:  # in the submitting thread
             task.job = handle
-            task.note(f"{task.tool}: job {handle.id} {handle.status.value}")
+            state = handle.status.value
+            if idle is not None:  # it waits for a worker that may yet start
+                state = (
+                    f"queued: no worker serves the '{idle}' queue yet (start one with "
+                    f"`mcp-media worker --queues {idle}`)"
+                )
+            task.note(f"{task.tool}: job {handle.id} {state}")
             if task.status == "cancelled" and handle.admission is Admission.QUEUED:
                 self.gateway.cancel(handle.id)  # cancelled while it was being submitted
 
         RUNNING.set(True)
         CURRENT.set(task)
-        TASK.set(TaskWait(submitted, task.ttl))  # a job is waited for as long as the task lives
+        TASK.set(TaskWait(submitted, job_wait(task.ttl)))
         try:
             await self._call(task, run)
         finally:
@@ -397,8 +411,20 @@ class Tasks:
             "resultType": "complete",
             **result.model_dump(mode="json", by_alias=True, exclude_none=True),
         }
+        status = structured.get("status", "done")
+        if status in UNFINISHED and task.job is not None:  # the wait ran out before the job
+            waited = job_wait(task.ttl)
+            text = (
+                f"{task.tool}: job {task.job.id} not finished within the task's {waited:.0f} s "
+                f"(it stays {status}; {task.message or ''}); fetch it later with media_result"
+            )[:500]
+            task.result = None
+            task.failure = MCPError(types.REQUEST_TIMEOUT, text)
+            task.error = {"code": types.REQUEST_TIMEOUT, "message": text}
+            task.end("failed", text)
+            return
         task.size = len(json.dumps(task.result))
-        task.end("completed", f"{task.tool}: {structured.get('status', 'done')}")
+        task.end("completed", f"{task.tool}: {status}")
         self._within_budget(task)
 
     def _within_budget(self, newest: Task) -> None:

@@ -176,7 +176,7 @@ class TaskWait:
     of the job as soon as it is submitted (its id, to cancel it), and waits `wait` seconds
     for its end, whatever the call's own `wait` says."""
 
-    submitted: Callable[[JobHandle], None]
+    submitted: Callable[[JobHandle, str | None], None]  # the job, the queue no worker serves
     wait: float
 
 
@@ -273,31 +273,42 @@ class OwnTools:
 
     async def _run(
         self, job: JobRequest, wait: float, params: Mapping[str, Any] | None = None
-    ) -> JobHandle:
+    ) -> tuple[JobHandle, str | None]:
+        """The job's handle once it ended or `wait` ran out, and the queue no live worker
+        serves if that is its (it stays queued: waiting for it then only waits the wait out,
+        so a plain call answers at once; a task's waits, a worker may yet start)."""
         task = TASK.get()
         if task is None:
-            (handle,) = await anyio.to_thread.run_sync(self.rewriter.run, [job], wait, params)
-            return handle
-        # A task's call: told of the job as it is submitted, then waits here without
-        # holding a thread.
+            return await anyio.to_thread.run_sync(self._served, job, wait, params)
 
-        def submit() -> JobHandle:
-            (handle,) = self.rewriter.run([job], 0, params)
-            task.submitted(handle)
-            return handle
+        # A task's call: told of the job as it is submitted, then waits here without holding
+        # a thread.
+        def submit() -> tuple[JobHandle, str | None]:
+            handle, idle = self._served(job, 0, params)
+            task.submitted(handle, idle)
+            return handle, idle
 
-        handle = await anyio.to_thread.run_sync(submit)
-        return await self.rewriter.gateway.wait_async(handle, task.wait)
+        handle, idle = await anyio.to_thread.run_sync(submit)
+        return await self.rewriter.gateway.wait_async(handle, task.wait), idle
+
+    def _served(
+        self, job: JobRequest, wait: float, params: Mapping[str, Any] | None
+    ) -> tuple[JobHandle, str | None]:
+        (handle,) = self.rewriter.run([job], 0, params)
+        idle = next(iter(self.rewriter.gateway.unserved([handle])), None)
+        if wait > 0 and idle is None and not handle.status.finished:
+            (handle,) = self.rewriter.gateway.wait([handle], wait)
+        return handle, idle
 
     # tools
 
     async def _describe(self, arguments: dict[str, Any]) -> types.CallToolResult:
         job = self._media(arguments.get("image"), MediaKind.IMAGE)
-        handle = await self._run(job, self._wait(arguments))
+        handle, idle = await self._run(job, self._wait(arguments))
         summary = None
         if handle.envelope is not None and handle.envelope.status is Status.DONE:
             summary = handle.envelope.output.get("summary")
-        return self._job_result(handle, {"summary": summary})
+        return self._job_result(handle, {"summary": summary}, idle=idle)
 
     async def _transcribe(self, arguments: dict[str, Any]) -> types.CallToolResult:
         fmt = arguments.get("format", "text")
@@ -307,7 +318,9 @@ class OwnTools:
         if not isinstance(words, bool):
             raise ToolInputError("words must be true (time each word) or false")
         job = self._media(arguments.get("audio"), MediaKind.AUDIO)
-        handle = await self._run(job, self._wait(arguments), {"words": "1"} if words else None)
+        handle, idle = await self._run(
+            job, self._wait(arguments), {"words": "1"} if words else None
+        )
         out = handle.envelope.output if handle.envelope is not None else {}
         extra = {
             "text": out.get("text"),
@@ -319,7 +332,7 @@ class OwnTools:
         shown = None
         if handle.envelope is not None and handle.envelope.status is Status.DONE:
             shown = _formatted(out, fmt, words)
-        return self._job_result(handle, extra, shown)
+        return self._job_result(handle, extra, shown, idle)
 
     async def _speak(self, arguments: dict[str, Any]) -> types.CallToolResult:
         text = arguments.get("text")
@@ -339,11 +352,12 @@ class OwnTools:
         )
         request = store_request(self.settings, params)
         job = JobRequest(Capability.AUDIO_SYNTHESIZE, request.sha256, request.path)
-        handle = await self._run(job, self._wait(arguments))  # 0: answer at once
+        handle, idle = await self._run(job, self._wait(arguments))  # 0: answer at once
         out = handle.envelope.output if handle.envelope is not None else {}
         result = self._job_result(
             handle,
             {"format": params["format"], "duration_s": out.get("duration_s"), **_made_by(out)},
+            idle=idle,
         )
         if handle.envelope is not None and handle.envelope.status is Status.DONE:
             spoken = self._speech(out)
@@ -422,7 +436,11 @@ class OwnTools:
         return blocks, found.path
 
     def _job_result(
-        self, handle: JobHandle, extra: dict[str, Any], shown: str | None = None
+        self,
+        handle: JobHandle,
+        extra: dict[str, Any],
+        shown: str | None = None,
+        idle: str | None = None,
     ) -> types.CallToolResult:
         envelope = handle.envelope
         structured = {
@@ -435,6 +453,12 @@ class OwnTools:
         }
         if envelope is None:
             text = pending_line(handle.key.capability.value, handle.id, MCP_FETCH)
+            if idle is not None:  # said at once, as the CLI and the HTTP door do
+                structured["reason"] = (
+                    f"no worker serves the '{idle}' queue: the job stays queued until one "
+                    f"starts (`mcp-media worker --queues {idle}`, or `mcp-media up`)"
+                )
+                text = f"{text} {structured['reason']}"
         elif envelope.status is Status.DONE:
             text = shown or result_note(envelope) or "[done: nothing to say]"
         else:
