@@ -277,6 +277,23 @@ def tts_version(settings: Settings, params: Mapping[str, Any] | None = None) -> 
         *_engine_part(config),
         # Set, it changes every voice's output; unset (the engine's own), keys do not move.
         *(() if config.first_chunk_words is None else (config.first_chunk_words,)),
+        *_kokoro_part(config),
+    )
+
+
+# Our own Kokoro engine's output changed: 2 = the style row for n ids is n - 1 (it was n),
+# and a Chinese first sentence is cut only at a clause mark (it was cut inside words too).
+KOKORO_REVISION = 2
+
+
+def _kokoro_part(config: TtsConfig) -> list[str]:
+    """Kokoro folders on the native engine move to the engine's current revision; other
+    voices' keys stay (a Kokoro folder holds `voices.bin`)."""
+    native = engine_named(config) == Engine.NATIVE
+    return (
+        [f"kokoro-{KOKORO_REVISION}"]
+        if native and (config.model_dir / "voices.bin").is_file()
+        else []
     )
 
 

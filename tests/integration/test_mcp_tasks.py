@@ -211,10 +211,11 @@ def test_the_task_table_is_bounded(cluster: Cluster, tmp_path: Path) -> None:
 def test_a_job_no_worker_serves_is_said_at_once_and_its_task_ends_while_it_can_be_read(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """No worker serves the vision queue: a plain call says so at once (the job stays queued)
-    instead of waiting out its wait (here 600 s, which the test's own timeout cuts); a task says so in its status and ends `failed` half its TTL in, while
-    `tasks/get` still finds it (it used to end `completed` with a pending result at the
-    very moment it expired). The job stays queued: a worker started later does it."""
+    """No worker serves the vision queue: a plain call says so at once (the job stays
+    queued) instead of waiting out its wait (here 600 s, which the test's own timeout cuts);
+    a task says so in its status and ends `failed` half its TTL in, while `tasks/get` still
+    finds it (it used to end `completed` with a pending result at the moment it expired).
+    The job stays queued: a worker started later does it."""
     client = own_tools(cluster, tmp_path, MCP_MEDIA_MCP__TASK_TTL="20")
     try:
         plain = client.call(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pipelines.speech.chunks import Chunk, plan, split_head
 from pipelines.speech.text import prepare
 from pipelines.speech.text_zh import prepare_zh
-from workers.configs import tts_config, tts_version
+from workers.configs import KOKORO_REVISION, _kokoro_part, tts_config, tts_version
 from workers.settings import Settings, TtsSettings
 
 pytestmark = pytest.mark.unit
@@ -53,12 +53,11 @@ def test_chinese_is_cut_at_chinese_punctuation() -> None:
     sentence = "这家餐厅的饺子很好吃，价格也不贵，服务也很周到。"
     assert split_head(sentence, 4, chinese=True) == ("这家餐厅的饺子很好吃，", sentence[11:])
     assert split_head("今天、明天和后天我们都在办公室工作。", 4, chinese=True)[0] == "今天、"
-    # no mark within 3 x 4 characters: cut after 2 x 4 of them
+    # no mark within 3 x 4 characters: not cut (a count of characters splits 星期五)
     long = "请把季度报告在星期五之前发给财务部。"
-    assert split_head(long, 4, chinese=True) == ("请把季度报告在星", "期五之前发给财务部。")
-    # where Han text meets Latin text, rather than inside either
+    assert split_head(long, 4, chinese=True) == (long, "")
     mixed = "请打开Settings页面然后点击保存按钮。"
-    assert split_head(mixed, 4, chinese=True) == ("请打开", "Settings页面然后点击保存按钮。")
+    assert split_head(mixed, 4, chinese=True) == (mixed, "")
     assert split_head("明天下午三点开会。", 4, chinese=True) == ("明天下午三点开会。", "")
 
 
@@ -90,6 +89,16 @@ def test_a_first_piece_setting_is_part_of_the_tts_version(tmp_path: Path) -> Non
     whole = Settings(home=tmp_path, tts=TtsSettings(first_chunk_words=0))
     versions = {tts_version(unset), tts_version(five), tts_version(whole)}
     assert len(versions) == 3
+
+
+def test_kokoro_folders_move_to_the_engines_revision_other_voices_stay(tmp_path: Path) -> None:
+    """Our Kokoro's output changed (style row, Chinese first piece): its cached audio is not
+    reused; a piper folder's key gains nothing."""
+    config = tts_config(Settings(home=tmp_path))
+    config.model_dir.mkdir(parents=True)
+    assert _kokoro_part(config) == []
+    (config.model_dir / "voices.bin").write_bytes(b"")
+    assert _kokoro_part(config) == [f"kokoro-{KOKORO_REVISION}"]
 
 
 _WORD = st.text(alphabet=st.sampled_from("abcdefgh,.;:-'"), min_size=1, max_size=8)
