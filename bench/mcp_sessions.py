@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +22,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from bench.results import record
-from tests.support.net import free_port, wait_for_port
+from tests.faults.hostile import door
+from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = ROOT / "tests/support/upstreams/node_modules/@modelcontextprotocol/server-everything"
@@ -62,25 +61,12 @@ def median_echo(home: Path, sessions: str, spares: str) -> dict[str, tuple[float
         "MCP_MEDIA_MCP__MODERN_SESSIONS": sessions,
         "MCP_MEDIA_MCP__SPARE_SESSIONS": spares,
     }
-    log = home / "proxy.log"
     home.mkdir(parents=True, exist_ok=True)
     upstream = ["node", str(EVERYTHING / "dist/index.js"), "stdio"]
     argv = ["proxy", "--inline", "--http", f"127.0.0.1:{port}", "--", *upstream]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli.main", *argv],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=out,
-        )
-    try:
-        wait_for_port(port, proc, log)
+    with door("proxy", argv, port, env, home) as proxy:
         token = (home / "mcp-token").read_text().strip()
-        return anyio.run(_calls, f"http://127.0.0.1:{port}/mcp", token)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        return anyio.run(_calls, f"{proxy.url}/mcp", token)
 
 
 def sessions(home: Path) -> None:
