@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.metadata import version
 from pathlib import Path
 
 import anyio
@@ -24,6 +25,19 @@ from tests.support.net import free_port, wait_for_port
 pytestmark = pytest.mark.integration
 # The door's status in-process: every queue known, nothing admitted.
 INLINE_IDLE = {"mode": "inline", "queues": {q: {"waiting": 0} for q in ("vision", "stt", "tts")}}
+
+
+def refused(response: httpx2.Response, status: int, says: str = "", *, ours: bool = True) -> None:
+    """`response` is a refusal with `status` in JSON-RPC's shape: a null id, an error whose
+    message says why (containing `says`) and, where the door made it (`ours`), whose data
+    carries the status."""
+    assert response.status_code == status, (response.status_code, response.text[:200])
+    assert response.headers["content-type"].startswith("application/json")
+    answer = response.json()
+    assert (answer["jsonrpc"], answer["id"]) == ("2.0", None), answer
+    error = answer["error"]
+    assert error["code"] == -32600 and (not ours or error["data"]["status"] == status), error
+    assert error["message"].strip() and says in error["message"], error
 
 
 @contextmanager
@@ -73,6 +87,9 @@ def test_client_with_the_token_lists_and_calls_own_tools(http_door: tuple[str, s
     async def scenario() -> None:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
         async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            assert client.server_info is not None
+            assert client.server_info.name == "mcp-media"
+            assert client.server_info.version == version("mcp-media")
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert names == {
                 "describe_image", "transcribe_audio", "speak", "media_result", "media_status",
@@ -93,7 +110,8 @@ def test_requests_without_the_token_are_refused(
     url, _ = http_door
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     response = httpx2.post(url, json=body, headers=headers, timeout=10)
-    assert response.status_code == 401
+    refused(response, 401, "bearer token")
+    assert response.headers["www-authenticate"].startswith("Bearer")
 
 
 def test_the_bearer_scheme_is_case_insensitive(http_door: tuple[str, str]) -> None:
@@ -116,7 +134,7 @@ def test_foreign_origin_is_refused(http_door: tuple[str, str]) -> None:
         },
         timeout=10,
     )
-    assert response.status_code == 403
+    refused(response, 403, "Origin")
 
 
 def test_non_loopback_without_a_token_is_refused_at_start(cluster: Cluster) -> None:
@@ -215,7 +233,7 @@ def test_a_loopback_bind_refuses_a_foreign_host(http_door: tuple[str, str]) -> N
             headers={"Authorization": f"Bearer {token}", "Host": host, "Accept": ACCEPT},
             timeout=10,
         )
-        assert response.status_code == 421, host
+        refused(response, 421, "Host")
 
 
 def test_a_body_over_the_cap_is_refused(http_door: tuple[str, str]) -> None:
@@ -228,7 +246,26 @@ def test_a_body_over_the_cap_is_refused(http_door: tuple[str, str]) -> None:
         headers={"Authorization": f"Bearer {token}", "Accept": ACCEPT},
         timeout=30,
     )
-    assert response.status_code == 413
+    refused(response, 413, "too large")
+
+
+def test_every_refusal_of_the_door_is_a_json_rpc_error(http_door: tuple[str, str]) -> None:
+    """What the SDK and Starlette answer in plain text or with no body reaches the client as
+    JSON-RPC too: a Content-Type, an Accept header, a method, a path."""
+    url, token = http_door
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx2.Client(headers=auth, timeout=10) as http:
+        text = http.post(
+            url, content=b"{}", headers={"Content-Type": "text/plain", "Accept": ACCEPT}
+        )
+        refused(text, 400, "Content-Type")
+        wrong_accept = http.post(url, json=TOOLS_LIST, headers={"Accept": "text/html"})
+        refused(wrong_accept, 406, "Not Acceptable", ours=False)  # the SDK's own, as it came
+        refused(http.put(url, json=TOOLS_LIST, headers={"Accept": ACCEPT}), 405, ours=False)
+        refused(http.get(url.replace("/mcp", "/elsewhere")), 404)
+        # and the door still serves
+        served = http.post(url, json=INITIALIZE, headers={"Accept": ACCEPT})
+        assert served.status_code == 200, served.text[:200]
 
 
 def test_a_wildcard_bind_with_a_token_serves_the_machine_addresses(cluster: Cluster) -> None:
@@ -269,7 +306,14 @@ def test_a_wildcard_bind_with_a_token_serves_the_machine_addresses(cluster: Clus
         padding = "x" * (4 * 1024 * 1024 + 1)
         assert post({**INITIALIZE, "params": {"_pad": padding}}) == 413
         unauthenticated = httpx2.post(url, json=TOOLS_LIST, headers={"Accept": ACCEPT}, timeout=10)
-        assert unauthenticated.status_code == 401
+        refused(unauthenticated, 401, "bearer token")
+        sent = {"Authorization": f"Bearer {token}", "Accept": ACCEPT}
+        foreign = httpx2.post(url, json=INITIALIZE, headers={**sent, "Host": "evil.example"})
+        refused(foreign, 421, "Host")
+        crossed = httpx2.post(
+            url, json=INITIALIZE, headers={**sent, "Origin": "http://evil.example"}
+        )
+        refused(crossed, 403, "Origin")
     finally:
         proc.terminate()
         proc.wait(timeout=30)

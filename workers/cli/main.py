@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from pipelines.errors import ConfigError, MediaError
+from workers import version
 from workers.cli.admin import (
     cmd_demo,
     cmd_down,
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-media", description="Media worker for AI agents (MCP media blocks)."
     )
+    parser.add_argument("--version", action="version", version=f"mcp-media {version.current()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingest", help="cache the media of one MCP CallToolResult, enqueue jobs")

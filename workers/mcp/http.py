@@ -11,15 +11,14 @@ request was sent to (`check_host_and_origin`).
 from __future__ import annotations
 
 import hmac
-import json
 from pathlib import Path
 
 import anyio
-import mcp_types as types
 from mcp.server.transport_security import TransportSecuritySettings
 
 from workers.http_heads import HeadLimits, HeadRefusal, head_protocol
 from workers.listen import ListenError, host_allowed, is_loopback, machine_names, resolve_secret
+from workers.mcp.http_refusals import refusal_body, send_refusal, shape_refusals
 from workers.mcp.http_requests import ASGIApp, Receive, Scope, Send, guard_requests
 from workers.mcp.proxy import Proxy
 
@@ -51,18 +50,11 @@ def require_bearer(app: ASGIApp, token: str) -> ASGIApp:
             scheme, _, value = given.partition(b" ")
             # The scheme is case-insensitive (RFC 7235), as `serve` takes it.
             if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), expected):
-                body = json.dumps({"error": "missing or wrong bearer token"}).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="mcp-media"'),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                challenge = ((b"www-authenticate", b'Bearer realm="mcp-media"'),)
+                await send_refusal(
+                    send, 401, "missing or wrong bearer token", code="unauthorized",
+                    headers=challenge,
+                )  # fmt: skip
                 return
         await app(scope, receive, send)
 
@@ -94,21 +86,11 @@ def check_host_and_origin(app: ASGIApp, names: frozenset[str] | None = None) -> 
             headers = dict(scope.get("headers") or [])
             host = headers.get(b"host", b"").decode("latin-1")
             origin = headers.get(b"origin")
-            refusal = None
             if not host_allowed(host, known, addresses=True):
-                refusal = 421, "Invalid Host header"
-            elif origin is not None and not _same_origin(origin.decode("latin-1"), host):
-                refusal = 403, "Invalid Origin header"
-            if refusal is not None:
-                status, text = refusal
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": status,
-                        "headers": [(b"content-type", b"text/plain; charset=utf-8")],
-                    }
-                )
-                await send({"type": "http.response.body", "body": text.encode()})
+                await send_refusal(send, 421, "Invalid Host header", code="foreign_host")
+                return
+            if origin is not None and not _same_origin(origin.decode("latin-1"), host):
+                await send_refusal(send, 403, "Invalid Origin header", code="foreign_origin")
                 return
         await app(scope, receive, send)
 
@@ -121,14 +103,8 @@ def _same_origin(origin: str, host: str) -> bool:
 
 
 def _refused(refusal: HeadRefusal) -> bytes:
-    """A request head refused (too large, malformed): a JSON-RPC error with a null id."""
-    error = types.ErrorData(
-        code=types.INVALID_REQUEST,
-        message=f"Invalid Request: {refusal.message}",
-        data={"status": refusal.status, "code": refusal.code},
-    )
-    answer = types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
-    return answer.model_dump_json(by_alias=True).encode()
+    """A request head refused (too large, malformed)."""
+    return refusal_body(refusal.status, f"Invalid Request: {refusal.message}", refusal.code)
 
 
 async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
@@ -144,7 +120,7 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
     answered = guard_requests(app, MAX_BODY_BYTES)
     checked: ASGIApp = answered if is_loopback(host) else check_host_and_origin(answered)
     config = uvicorn.Config(
-        require_bearer(checked, token),
+        shape_refusals(require_bearer(checked, token)),
         host=host,
         port=port,
         log_level="warning",

@@ -34,6 +34,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pipelines.errors import InvalidToolResult
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
+from workers import version
 from workers.mcp.peers import Peer, RequestPeers, connection_of, http_request, is_modern
 from workers.mcp.rewriter import MediaRewriter, failure_reason
 from workers.mcp.tasks import Tasks
@@ -79,6 +80,7 @@ class Proxy:
         self._listen = ListenHandler(self._events)
         self.server: Server[Any] = _ProxyServer(
             "mcp-media",
+            version=version.current(),
             instructions=(
                 "Tool results pass through mcp-media: images and audio come with a MEDIA: path "
                 "and, when ready, a summary or transcript; media_result fetches late ones."
