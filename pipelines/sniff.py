@@ -6,6 +6,7 @@ extension we store under always comes from the bytes.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,9 +211,24 @@ def _decode_check(path: Path, header: ImageHeader) -> tuple[dict[str, Any], byte
                 return {"mode": img.mode, "width": width, "height": height}, b""
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise ChildRefusal("error", f"decompression bomb ({exc})") from exc
+        except Image.UnidentifiedImageError as exc:
+            raise ChildRefusal("error", _why_unread(path, header) or str(exc)) from exc
         except (OSError, SyntaxError, ValueError, EOFError) as exc:
             # Pillow reports truncation and corruption as OSError/SyntaxError.
             raise ChildRefusal("error", str(exc)) from exc
+
+
+def _why_unread(path: Path, header: ImageHeader) -> str | None:
+    """What the format's own plugin says of a file `Image.open` could not identify: Pillow
+    reports every plugin's failure as "cannot identify image file", which hides a damaged
+    chunk (a PNG chunk's checksum, say) behind a header that was read well."""
+    factory = Image.OPEN[header.pillow_format][0]
+    try:
+        with path.open("rb") as fp:
+            factory(fp, path.name).close()
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError) as exc:
+        return f"damaged {header.pillow_format}: " + re.sub(r"b'([^']*)'", r"\1", str(exc))
+    return None
 
 
 def _without_path(message: str, path: Path, name: str) -> str:

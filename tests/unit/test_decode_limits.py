@@ -71,6 +71,22 @@ def test_formats_outside_the_allowlist_are_named_and_never_decoded(
         load_image(path, max_side=100)
 
 
+def test_a_damaged_chunk_is_named_not_called_unidentified(tmp_path: Path) -> None:
+    """A PNG whose header reads well but whose iCCP chunk fails its checksum: Pillow's
+    "cannot identify image file" hid which chunk; the PNG plugin's own reason is given."""
+    out = io.BytesIO()
+    Image.new("RGB", (32, 32), (200, 10, 10)).save(out, "PNG", icc_profile=b"\0" * 200)
+    data = bytearray(out.getvalue())
+    at = data.index(b"iCCP")
+    data[at + 4 + int.from_bytes(data[at - 4 : at], "big")] ^= 0xFF  # the chunk's CRC
+    path = write(tmp_path, "x.png", bytes(data))
+    with pytest.raises(ImageCheckError) as refused:
+        verify_image(path, bytes(data[:64]), name="block 1 (image/png)")
+    assert str(refused.value) == (
+        "not an image: damaged PNG: broken PNG file (bad header checksum in iCCP)"
+    )
+
+
 def test_header_limits_name_what_they_refuse() -> None:
     with pytest.raises(HeaderRefused, match="more than 64 scans"):
         read_header(build.progressive_jpeg_scan_bomb(side=64, scans=100))
