@@ -38,9 +38,7 @@ def _wav(seconds: float) -> bytes:
 
 
 def _api(served: Served) -> OpenAI:
-    return OpenAI(
-        base_url=f"{served.url}/v1", api_key=served.key, max_retries=0, timeout=CLIENT_TIMEOUT
-    )
+    return served.openai(timeout=CLIENT_TIMEOUT)
 
 
 def _announce(url: str, *queues: str) -> None:

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import httpx2
 import openai
 import pytest
-from openai import OpenAI
 
 from tests.integration.conftest import Cluster
 from tests.support.factories import wav_bytes
@@ -89,7 +88,7 @@ def _announce(cluster: Cluster, queue: str) -> None:
 
 def test_no_worker_is_a_503_and_readyz_says_not_ready(cluster: Cluster) -> None:
     with serve(cluster) as served:
-        api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
+        api = served.openai()
         with pytest.raises(openai.APIStatusError) as caught:
             api.audio.transcriptions.create(model="whisper-1", file=("a.wav", _wav()))
         assert caught.value.status_code == 503
@@ -107,7 +106,7 @@ def test_a_full_queue_is_a_429_a_job_still_queued_past_the_wait_a_429_a_running_
     _announce(cluster, "stt")
     env = {"MCP_MEDIA_JOBS__HIGH_WATER": "1", "MCP_MEDIA_API__WAIT": "1"}
     with serve(cluster, **env) as served:
-        api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
+        api = served.openai()
         # no worker takes the job: at the end of the wait it is a 429 (retry), not a 504
         with pytest.raises(openai.RateLimitError) as late:
             api.audio.transcriptions.create(model="whisper-1", file=("a.wav", _wav(1.0)))
@@ -137,7 +136,7 @@ def test_a_full_queue_is_a_429_a_job_still_queued_past_the_wait_a_429_a_running_
 
 def test_oversize_and_garbage_uploads_are_refused_and_serving_goes_on(cluster: Cluster) -> None:
     with serve(cluster, MCP_MEDIA_API__MAX_UPLOAD_MB="0.05") as served:
-        api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
+        api = served.openai()
         big = _wav(3.0)  # ~96 kB, over 0.05 MB
         with pytest.raises(openai.APIStatusError) as caught:
             api.audio.transcriptions.create(model="whisper-1", file=("big.wav", big))

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import openai
 import pytest
-from openai import OpenAI
 
 from pipelines.engines.registry import load_tts
 from pipelines.media import Capability
@@ -67,9 +66,7 @@ def test_a_burst_past_the_wait_is_refused_with_retry_after_and_nothing_is_lost(
     warm, clips = (lambda c: (c[:4], c[4:]))(_clips(models_home, 4 + BURST, LONG))
     speech_cluster.start_worker("stt", 2, MCP_MEDIA_STT__THREADS="1")
     with serve(speech_cluster, MCP_MEDIA_API__WAIT=str(WAIT)) as served:
-        api = OpenAI(
-            base_url=f"{served.url}/v1", api_key=served.key, max_retries=0, timeout=WAIT + MARGIN
-        )
+        api = served.openai(timeout=WAIT + MARGIN)
 
         def send(data: bytes) -> str:
             return api.audio.transcriptions.create(model="whisper-1", file=("c.wav", data)).text
@@ -148,9 +145,7 @@ def test_a_burst_admitted_against_an_idle_mean_is_refused_late_not_timed_out(
     queue = CAPABILITIES[Capability.AUDIO_TRANSCRIBE].queue
     gateway = speech_cluster.client()
     with serve(speech_cluster, MCP_MEDIA_API__WAIT=str(WAIT)) as served:
-        api = OpenAI(
-            base_url=f"{served.url}/v1", api_key=served.key, max_retries=0, timeout=WAIT + MARGIN
-        )
+        api = served.openai(timeout=WAIT + MARGIN)
 
         def send(data: bytes) -> str:
             return api.audio.transcriptions.create(model="whisper-1", file=("c.wav", data)).text

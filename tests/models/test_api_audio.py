@@ -305,7 +305,7 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(
     with pytest.raises(openai.APIStatusError) as caught:
         transcribe(api, broken, "b.flac")
     assert caught.value.status_code == 415 and "unreadable audio" in caught.value.message
-    wrong = OpenAI(base_url=f"{served.url}/v1", api_key="x" * 24, max_retries=0)
+    wrong = served.openai(key="x" * 24)
     with pytest.raises(openai.AuthenticationError):
         wrong.audio.speech.create(model="tts-1", voice="alloy", input="Hi.")
     speech = api.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCE)

@@ -43,9 +43,9 @@ def test_up_with_api_serves_speech_and_sigterm_stops_it(
         address = f"http://127.0.0.1:{port}"
         assert f"API {address}/v1, jobs page {address}/" in log.read_text()
         key = (cluster.home / "api-key").read_text().strip()
-        api = OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
-        audio = api.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCE).content
-        assert heard(SENTENCE, transcribe(api, audio, "up.mp3").text) >= 0.8
+        with OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as api:
+            audio = api.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCE).content
+            assert heard(SENTENCE, transcribe(api, audio, "up.mp3").text) >= 0.8
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=120)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,16 @@ class Served:
     key: str
     proc: subprocess.Popen[bytes]
     log: Path
+    clients: list[OpenAI] = field(default_factory=list)
+
+    def openai(self, *, key: str | None = None, **options: Any) -> OpenAI:
+        """The real `openai` client on this server (no retries), closed when `serve` ends: a
+        client left to the garbage collector closes its sockets in whatever order a cycle is
+        collected, and a socket collected first warns in some later test."""
+        options.setdefault("max_retries", 0)
+        api = OpenAI(base_url=f"{self.url}/v1", api_key=key or self.key, **options)
+        self.clients.append(api)
+        return api
 
 
 @contextmanager
@@ -45,11 +55,14 @@ def serve(cluster: Cluster, *args: str, prefix: Sequence[str] = (), **env: str) 
             stdout=subprocess.DEVNULL,
             stderr=out,
         )
+    clients: list[OpenAI] = []
     try:
         wait_for_port(port, proc, log)
         key = env.get("MCP_MEDIA_API__KEY") or (cluster.home / "api-key").read_text().strip()
-        yield Served(f"http://127.0.0.1:{port}", key, proc, log)
+        yield Served(f"http://127.0.0.1:{port}", key, proc, log, clients)
     finally:
+        for api in clients:
+            api.close()
         proc.terminate()
         proc.wait(timeout=30)
 
@@ -76,8 +89,7 @@ def speech_door(
             for queue, processes in workers.items():
                 cluster.start_worker(queue, concurrency=processes)
             with serve(cluster) as served:
-                api = OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0)
-                yield cluster, served, api
+                yield cluster, served, served.openai()
         finally:
             cluster.stop()
 
