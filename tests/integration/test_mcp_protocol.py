@@ -207,6 +207,24 @@ def test_same_tools_as_direct_and_sampling_roots_logging_pass_through(
     run(scenario)
 
 
+def test_the_reference_servers_tiny_image_is_cached_though_a_chunk_fails_its_checksum(
+    cluster: Cluster,
+) -> None:
+    """server-everything's `get-tiny-image` is a PNG whose iCCP chunk fails its CRC, which
+    viewers ignore (libpng drops the chunk): it was refused as not an image."""
+    seen = Seen()
+
+    async def scenario() -> None:
+        async with through_proxy(cluster, seen) as client:
+            result = await client.call_tool("get-tiny-image", {})
+        said = "\n".join(texts(result))
+        assert "not available" not in said, said
+        assert "MEDIA:" in said, said
+        assert any(isinstance(block, types.ImageContent) for block in result.content)
+
+    run(scenario)
+
+
 @TRANSPORTS
 def test_resource_subscriptions_pass_through(cluster: Cluster, transport: str) -> None:
     seen = Seen()
