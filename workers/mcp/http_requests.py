@@ -3,6 +3,8 @@
 - A request whose id the SDK cannot answer (`{"a":1}`, `1e999`, `true`, an array) would
   be taken for a notification, 202 and dropped: it gets 400 and Invalid Request (-32600)
   with a null id.
+- A client that goes away before its body has come is not handed on (the SDK logged each
+  one as an error with a traceback).
 - A client that goes away before its answer (the 2025-era SSE response closed) leaves its
   request running, upstream calls included: the guard sends the session the
   `notifications/cancelled` the client did not, so the handler stops and the proxy's
@@ -34,6 +36,8 @@ def guard_requests(app: ASGIApp, max_body: int) -> ASGIApp:
             await app(scope, receive, send)
             return
         held, body = await _read_body(receive, max_body)
+        if held[-1]["type"] == "http.disconnect":
+            return  # the client left before its body had come: no one to answer
         request_id = None
         if body is not None and body.strip():
             message, refused = read_message(body)
