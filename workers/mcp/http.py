@@ -129,6 +129,11 @@ def _refused(refusal: HeadRefusal) -> bytes:
     return refusal_body(refusal.status, f"Invalid Request: {refusal.message}", refusal.code)
 
 
+def _head_limits(proxy: Proxy) -> HeadLimits:
+    limits = proxy.limits
+    return HeadLimits(max_bytes=limits.max_header_kb * 1024, seconds=limits.head_timeout)
+
+
 async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
     app = proxy.server.streamable_http_app(
         host=host,
@@ -137,7 +142,7 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
         session_idle_timeout=proxy.limits.session_idle_timeout,
         max_sessions=proxy.limits.max_sessions,  # past it: 503 with a JSON-RPC error
     )
-    answered = exact_path(guard_requests(app, MAX_BODY_BYTES), MCP_PATH)
+    answered = exact_path(guard_requests(app, MAX_BODY_BYTES, proxy.limits.head_timeout), MCP_PATH)
     checked = (
         check_host_and_origin(answered, LOOPBACK_NAMES, addresses=False)
         if is_loopback(host)
@@ -149,7 +154,7 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
         port=port,
         log_level="warning",
         lifespan="on",
-        http=head_protocol(HeadLimits(max_bytes=proxy.limits.max_header_kb * 1024), _refused),
+        http=head_protocol(_head_limits(proxy), _refused),
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
     server = _Door(config, proxy)

@@ -17,6 +17,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import anyio
 import mcp_types as types
 
 from workers.mcp.envelope import read_message, valid_id
@@ -27,15 +28,25 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def guard_requests(app: ASGIApp, max_body: int) -> ASGIApp:
+def guard_requests(app: ASGIApp, max_body: int, seconds: float) -> ASGIApp:
     """The body (up to `max_body`; a larger one goes on to the SDK's own 413) is read
-    first, checked, and handed on as it came."""
+    first, each piece within `seconds` of the one before (else 408), checked, and handed
+    on as it came."""
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await app(scope, receive, send)
             return
-        held, body = await _read_body(receive, max_body)
+        try:
+            held, body = await _read_body(receive, max_body, seconds)
+        except TimeoutError:
+            message = f"Invalid Request: the body stalled for {seconds:g} s"
+            error = types.ErrorData(
+                code=types.INVALID_REQUEST, message=message,
+                data={"status": 408, "code": "request_timeout"},
+            )  # fmt: skip
+            await _send_json(send, 408, types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+            return
         if held[-1]["type"] == "http.disconnect":
             return  # the client left before its body had come: no one to answer
         request_id = None
@@ -68,13 +79,15 @@ def guard_requests(app: ASGIApp, max_body: int) -> ASGIApp:
 
 
 async def _read_body(
-    receive: Receive, max_body: int
+    receive: Receive, max_body: int, seconds: float
 ) -> tuple[list[MutableMapping[str, Any]], bytes | None]:
-    """The events read, and the whole body (None when over `max_body` or cut off)."""
+    """The events read, and the whole body (None when over `max_body` or cut off);
+    TimeoutError when a piece takes over `seconds`."""
     held: list[MutableMapping[str, Any]] = []
     size = 0
     while True:
-        event = await receive()
+        with anyio.fail_after(seconds):
+            event = await receive()
         held.append(event)
         size += len(event.get("body", b""))
         if event["type"] != "http.request" or not event.get("more_body") or size > max_body:
@@ -110,7 +123,10 @@ async def _send_json(send: Send, status: int, error: types.JSONRPCError) -> None
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json")],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
