@@ -291,7 +291,9 @@ def test_every_refusal_of_the_door_is_a_json_rpc_error(http_door: tuple[str, str
     auth = {"Authorization": f"Bearer {token}"}
     with httpx2.Client(headers=auth, timeout=10) as http:
         text = http.post(
-            url, content=b"{}", headers={"Content-Type": "text/plain", "Accept": ACCEPT}
+            url,
+            content=json.dumps(TOOLS_LIST).encode(),
+            headers={"Content-Type": "text/plain", "Accept": ACCEPT},
         )
         refused(text, 400, "Content-Type")
         wrong_accept = http.post(url, json=TOOLS_LIST, headers={"Accept": "text/html"})
@@ -376,6 +378,10 @@ def test_invalid_ids_get_an_invalid_request_error(http_door: tuple[str, str]) ->
         assert response.status_code == 400, bad
         answer = response.json()
         assert answer["id"] is None and answer["error"]["code"] == -32600, bad
+        assert answer["error"]["data"] == {"status": 400}, bad
+    wrong = httpx2.post(url, json={**TOOLS_LIST, "jsonrpc": "1.0"}, headers=headers, timeout=30)
+    assert wrong.status_code == 400
+    assert wrong.json()["error"]["message"] == 'Invalid Request: "jsonrpc" must be "2.0"'
     listed = httpx2.post(url, json=TOOLS_LIST, headers=headers, timeout=30)
     assert listed.status_code == 200
 

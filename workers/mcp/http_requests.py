@@ -53,7 +53,8 @@ def guard_requests(app: ASGIApp, max_body: int, seconds: float) -> ASGIApp:
         if body is not None and body.strip():
             message, refused = read_message(body)
             if refused is not None and refused.error.code == types.INVALID_REQUEST:
-                await _send_json(send, 400, refused)
+                error = refused.error.model_copy(update={"data": {"status": 400}})
+                await _send_json(send, 400, refused.model_copy(update={"error": error}))
                 return  # a parse error gets the SDK's own 400
             if isinstance(message, dict) and "method" in message and valid_id(message.get("id")):
                 request_id = message["id"]
