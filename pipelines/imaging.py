@@ -15,6 +15,7 @@ from PIL import Image, ImageStat
 from pipelines.bounded import ChildRefusal, DecodeBudget, DecodeRefused, run_bounded
 from pipelines.errors import PermanentError
 from pipelines.image_headers import HeaderRefused, read_header
+from pipelines.png_chunks import decodable
 
 # Pillow's own default (89.5 MP), restated so the limit never depends on a process global.
 # The header check of pipelines.image_headers (64 MP) applies first.
@@ -150,7 +151,7 @@ def _decode_frame(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(path, formats=[pillow_format])
+            image = Image.open(decodable(path, pillow_format), formats=[pillow_format])
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ChildRefusal("bomb", f"decompression bomb refused: {exc}") from exc
     except Exception as exc:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from pipelines.bounded import ChildRefusal, DecodeBudget, DecodeRefused, run_bounded
 from pipelines.image_headers import (
@@ -22,6 +22,7 @@ from pipelines.image_headers import (
     detect_format,
     read_header,
 )
+from pipelines.png_chunks import decodable
 
 # How many leading bytes the detectors need at most.
 HEAD_BYTES = 64
@@ -197,7 +198,8 @@ def _decode_check(path: Path, header: ImageHeader) -> tuple[dict[str, Any], byte
         warnings.simplefilter("ignore")
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
-            with Image.open(path, formats=[header.pillow_format]) as img:
+            source = decodable(path, header.pillow_format)
+            with Image.open(source, formats=[header.pillow_format]) as img:
                 width, height = img.size
                 if width * height > header.width * header.height:
                     raise ChildRefusal(
@@ -211,7 +213,7 @@ def _decode_check(path: Path, header: ImageHeader) -> tuple[dict[str, Any], byte
                 return {"mode": img.mode, "width": width, "height": height}, b""
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise ChildRefusal("error", f"decompression bomb ({exc})") from exc
-        except Image.UnidentifiedImageError as exc:
+        except UnidentifiedImageError as exc:
             raise ChildRefusal("error", _why_unread(path, header) or str(exc)) from exc
         except (OSError, SyntaxError, ValueError, EOFError) as exc:
             # Pillow reports truncation and corruption as OSError/SyntaxError.

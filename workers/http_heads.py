@@ -29,6 +29,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FIELDS = 100
+DEFAULT_SECONDS = 30.0
 DRAIN_BYTES = 4 << 20  # what a refused client may still send, read and dropped at most
 DRAIN_SECONDS = 2.0
 _HEAD_END = re.compile(rb"\n\r?\n")
@@ -39,6 +40,7 @@ _SHOWN = 200  # characters of the parser's complaint (it quotes the client's byt
 class HeadLimits:
     max_bytes: int  # the request line and header fields together
     max_fields: int = DEFAULT_MAX_FIELDS
+    seconds: float = DEFAULT_SECONDS  # for a head, from its first byte to its end
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +134,12 @@ def head_protocol(limits: HeadLimits, shape: Shape) -> type[asyncio.Protocol]:
             self.conn = BoundedConnection(limits)
             self.dropped: int | None = None  # bytes read after a refusal, once there is one
             self.linger: asyncio.TimerHandle | None = None
+            self.head_timer: asyncio.TimerHandle | None = None
 
         def data_received(self, data: bytes) -> None:
             if self.dropped is None:
                 super().data_received(data)
+                self._time_head()
                 return
             self.dropped += len(data)
             if self.dropped > DRAIN_BYTES:
@@ -170,9 +174,38 @@ def head_protocol(limits: HeadLimits, shape: Shape) -> type[asyncio.Protocol]:
                 self.transport.write_eof()
             self.linger = self.loop.call_later(DRAIN_SECONDS, self.transport.close)
 
+        def _time_head(self) -> None:
+            """A head begun (bytes held, no request yet) has `limits.seconds` to end."""
+            begun = self.conn.their_state is h11.IDLE and bool(self.conn.trailing_data[0])
+            if not begun and self.head_timer is not None:
+                self.head_timer.cancel()
+                self.head_timer = None
+            elif begun and self.head_timer is None and self.dropped is None:
+                self.head_timer = self.loop.call_later(limits.seconds, self._head_too_slow)
+
+        def _head_too_slow(self) -> None:
+            """408 in the door's shape, then the connection closed. Written as it goes on the
+            wire: h11 has no request to answer yet."""
+            self.head_timer = None
+            refusal = HeadRefusal(
+                408, "request_timeout",
+                f"the request head did not arrive within {limits.seconds:g} s",
+            )  # fmt: skip
+            client = "{}:{}".format(*self.client) if self.client else "a client"
+            log.warning("refused a request head from %s: 408 %s", client, refusal.message)
+            body = shape(refusal)
+            self.dropped = 0
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+                + body
+            )
+            self.transport.close()
+
         def connection_lost(self, exc: Exception | None) -> None:
-            if self.linger is not None:
-                self.linger.cancel()
+            for timer in (self.linger, self.head_timer):
+                if timer is not None:
+                    timer.cancel()
             super().connection_lost(exc)
 
     return BoundedH11Protocol

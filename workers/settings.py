@@ -192,6 +192,9 @@ class ApiSettings(BaseModel):
     max_speech_request_kb: int = Field(default=256, ge=1)  # JSON body of /v1/audio/speech
     # A request's line and header fields together (and at most 100 fields): past it, 431.
     max_header_kb: int = Field(default=16, ge=1)
+    # Seconds a request's line and headers may take to arrive once begun: past it, 408 and
+    # the connection closed (a client that stalls mid-head held its connection forever).
+    head_timeout: float = Field(default=30.0, gt=0)
     # Jobs-page logins held at once (each lives 7 days); past it the oldest is logged out.
     page_sessions: int = Field(default=1000, ge=1)
     # Reverse proxies whose X-Forwarded-For/-Proto are believed (addresses or networks,
@@ -221,6 +224,9 @@ class McpSettings(BaseModel):
     # The HTTP door: a request's line and header fields together (at most 100 fields): past
     # it, 431 with a JSON-RPC error.
     max_header_kb: int = Field(default=16, ge=1)
+    # Seconds a request's head, and then each piece of its body, may take to arrive: past
+    # it, 408 with a JSON-RPC error and the connection closed.
+    head_timeout: float = Field(default=30.0, gt=0)
     # 2026-07-28 requests over HTTP (no session to tell clients apart): `request` gives each
     # its own upstream sessions (no client sees another's upstream state; at most
     # `max_sessions` at once); `shared` gives them all one set, for upstreams that keep no

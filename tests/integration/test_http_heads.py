@@ -94,3 +94,53 @@ def test_the_mcp_door_answers_hostile_heads_with_json_rpc_errors_and_keeps_servi
             headers = {"Authorization": f"Bearer {token}", "Accept": ACCEPT}
             served_after = httpx2.post(url, json=INITIALIZE, headers=headers, timeout=30)
             assert served_after.status_code == 200, (kind, served_after.text[:200])
+
+
+def _stalled(path: bytes, port: int) -> bytes:
+    """A head begun and never ended, as a slow client (or a slowloris) leaves it."""
+    return b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Slow: a" % port
+
+
+def test_serve_answers_a_stalled_head_with_a_408_and_keeps_serving(cluster: Cluster) -> None:
+    with serve(cluster, MCP_MEDIA_API__HEAD_TIMEOUT="1") as served:
+        port = urlsplit(served.url).port
+        assert port is not None
+        answer = exchange(port, _stalled(b"/v1/models", port))
+        assert answer.error is None and answer.status == 408, answer
+        assert answer.headers.get("connection") == "close"
+        error = answer.json()["error"]
+        assert error["code"] == "request_timeout" and "within 1 s" in error["message"], error
+        auth = {"Authorization": f"Bearer {served.key}"}
+        assert httpx2.get(f"{served.url}/v1/models", headers=auth, timeout=10).status_code == 200
+
+
+def test_the_mcp_door_answers_a_stalled_head_or_body_with_a_408(cluster: Cluster) -> None:
+    with mcp_door(cluster, MCP_MEDIA_MCP__HEAD_TIMEOUT="1") as (url, token):
+        port = urlsplit(url).port
+        assert port is not None
+        stalled_body = (
+            head(
+                b"/mcp",
+                [
+                    b"Authorization: Bearer " + token.encode(),
+                    b"Content-Type: application/json",
+                    b"Accept: " + ACCEPT.encode(),
+                    b"Content-Length: 100",
+                ],
+                method=b"POST",
+                port=port,
+            )
+            + b'{"jsonrpc": "2.0"'
+        )
+        for request, says in (
+            (_stalled(b"/mcp", port), "head did not arrive within 1 s"),
+            (stalled_body, "body stalled for 1 s"),
+        ):
+            answer = exchange(port, request)
+            assert answer.error is None and answer.status == 408, answer
+            body = answer.json()
+            assert body["id"] is None and says in body["error"]["message"], body
+            assert body["error"]["data"] == {"status": 408, "code": "request_timeout"}
+        headers = {"Authorization": f"Bearer {token}", "Accept": ACCEPT}
+        served_after = httpx2.post(url, json=INITIALIZE, headers=headers, timeout=30)
+        assert served_after.status_code == 200, served_after.text[:200]

@@ -158,6 +158,9 @@ def test_invalid_ids_and_unparsable_lines_over_stdio_get_errors(cluster: Cluster
                 line = f'{{"jsonrpc":"2.0","id":{bad},"method":"tools/list"}}'
                 answer = await _exchange(process, line)
                 assert answer["id"] is None and answer["error"]["code"] == types.INVALID_REQUEST
+            for version in ('"jsonrpc":"1.0",', ""):  # one line, not the SDK's pydantic dump
+                answer = await _exchange(process, f'{{{version}"id":4,"method":"tools/list"}}')
+                assert answer["error"]["message"] == 'Invalid Request: "jsonrpc" must be "2.0"'
             answer = await _exchange(process, '{"jsonrpc": "2.0", "id": 2, "method"')
             assert answer["id"] is None and answer["error"]["code"] == types.PARSE_ERROR
             listed = '{"jsonrpc":"2.0","id":3,"method":"tools/list"}'

@@ -236,6 +236,41 @@ def test_a_loopback_bind_refuses_a_foreign_host(http_door: tuple[str, str]) -> N
         refused(response, 421, "Host")
 
 
+def test_the_path_with_a_slash_is_served_and_every_path_keeps_the_host_rule(
+    http_door: tuple[str, str],
+) -> None:
+    """`/mcp/` was a 307 with no body to `http://<client's Host>/mcp`, past the Host check,
+    and other paths answered a foreign Host with 404."""
+    url, token = http_door
+    port = url.split(":")[2].split("/")[0]
+    sent = {"Authorization": f"Bearer {token}", "Accept": ACCEPT}
+    with httpx2.Client(headers=sent, timeout=10, follow_redirects=False) as http:
+        served = http.post(url + "/", json=INITIALIZE)
+        assert served.status_code == 200, served.text[:200]
+        foreign = {"Host": f"evil.example:{port}"}
+        for path in ("/mcp/", "/elsewhere", "/"):
+            answer = http.post(url.replace("/mcp", path), json=INITIALIZE, headers=foreign)
+            refused(answer, 421, "Host")
+
+
+def test_a_client_that_leaves_mid_body_leaves_no_traceback(cluster: Cluster) -> None:
+    """The SDK logged each such request as an error, with a traceback."""
+    with mcp_door_process(cluster) as (url, token, _):
+        port = int(url.split(":")[2].split("/")[0])
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nAccept: {ACCEPT}\r\nContent-Length: 100\r\n\r\n"
+        )
+        for sent in (head.encode(), head.encode() + b'{"jsonrpc": "2.0"'):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                raw.sendall(sent)
+        auth = {"Authorization": f"Bearer {token}", "Accept": ACCEPT}
+        served = httpx2.post(url, json=INITIALIZE, headers=auth, timeout=10)
+        assert served.status_code == 200
+    log = (Path(cluster.home) / "mcp-http.log").read_text()
+    assert "Traceback" not in log and "ClientDisconnect" not in log, log[-2000:]
+
+
 def test_a_body_over_the_cap_is_refused(http_door: tuple[str, str]) -> None:
     url, token = http_door
     padding = "x" * (4 * 1024 * 1024 + 1)
@@ -256,7 +291,9 @@ def test_every_refusal_of_the_door_is_a_json_rpc_error(http_door: tuple[str, str
     auth = {"Authorization": f"Bearer {token}"}
     with httpx2.Client(headers=auth, timeout=10) as http:
         text = http.post(
-            url, content=b"{}", headers={"Content-Type": "text/plain", "Accept": ACCEPT}
+            url,
+            content=json.dumps(TOOLS_LIST).encode(),
+            headers={"Content-Type": "text/plain", "Accept": ACCEPT},
         )
         refused(text, 400, "Content-Type")
         wrong_accept = http.post(url, json=TOOLS_LIST, headers={"Accept": "text/html"})
@@ -341,6 +378,10 @@ def test_invalid_ids_get_an_invalid_request_error(http_door: tuple[str, str]) ->
         assert response.status_code == 400, bad
         answer = response.json()
         assert answer["id"] is None and answer["error"]["code"] == -32600, bad
+        assert answer["error"]["data"] == {"status": 400}, bad
+    wrong = httpx2.post(url, json={**TOOLS_LIST, "jsonrpc": "1.0"}, headers=headers, timeout=30)
+    assert wrong.status_code == 400
+    assert wrong.json()["error"]["message"] == 'Invalid Request: "jsonrpc" must be "2.0"'
     listed = httpx2.post(url, json=TOOLS_LIST, headers=headers, timeout=30)
     assert listed.status_code == 200
 

@@ -24,7 +24,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.conftest import ROOT, Cluster
-from tests.integration.test_mcp_http import INITIALIZE, mcp_door
+from tests.integration.test_mcp_http import INITIALIZE, mcp_door, mcp_door_process
 from tests.integration.test_mcp_proxy import UPSTREAM, texts
 
 pytestmark = [
@@ -207,6 +207,24 @@ def test_same_tools_as_direct_and_sampling_roots_logging_pass_through(
     run(scenario)
 
 
+def test_the_reference_servers_tiny_image_is_cached_though_a_chunk_fails_its_checksum(
+    cluster: Cluster,
+) -> None:
+    """server-everything's `get-tiny-image` is a PNG whose iCCP chunk fails its CRC, which
+    viewers ignore (libpng drops the chunk): it was refused as not an image."""
+    seen = Seen()
+
+    async def scenario() -> None:
+        async with through_proxy(cluster, seen) as client:
+            result = await client.call_tool("get-tiny-image", {})
+        said = "\n".join(texts(result))
+        assert "not available" not in said, said
+        assert "MEDIA:" in said, said
+        assert any(isinstance(block, types.ImageContent) for block in result.content)
+
+    run(scenario)
+
+
 @TRANSPORTS
 def test_resource_subscriptions_pass_through(cluster: Cluster, transport: str) -> None:
     seen = Seen()
@@ -324,6 +342,67 @@ def test_a_signal_stops_the_upstream_before_the_proxy_exits(cluster: Cluster, si
     proc.stdout.close()
     print(f"proxy exited {code} {took:.2f} s after {signal.Signals(signum).name}")
     assert _alive(pids) == []  # already gone when the proxy exits: it waited for it
+
+
+def test_a_call_in_flight_over_http_is_answered_when_the_proxy_is_stopped(
+    cluster: Cluster,
+) -> None:
+    """SIGTERM while an upstream call runs: the upstream is stopped at once and the call ends
+    with its error answer (uvicorn waited for the call to finish, 19 s of a 20 s one, and its
+    client then got no answer at all)."""
+    mark = uuid.uuid4().hex
+    seen = Seen()
+    with mcp_door_process(cluster, "proxy", "--", *UPSTREAM_EVERYTHING, UPSTREAM_MARK=mark) as (
+        url,
+        token,
+        proc,
+    ):
+
+        async def scenario() -> Any:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=120) as http,
+                seen.client(streamable_http_client(url, http_client=http)) as client,
+                anyio.create_task_group() as tasks,
+            ):
+                outcome: list[Any] = []
+                running = anyio.Event()
+
+                async def progressed(
+                    progress: float, total: float | None, message: str | None
+                ) -> None:
+                    running.set()
+
+                async def call() -> None:
+                    arguments = {"duration": 300, "steps": 300}
+                    try:
+                        outcome.append(
+                            await client.call_tool(
+                                "trigger-long-running-operation",
+                                arguments,
+                                progress_callback=progressed,
+                            )
+                        )
+                    except Exception as exc:  # what the client got is the subject
+                        outcome.append(exc)
+
+                tasks.start_soon(call)
+                with anyio.fail_after(60):  # a guard against a hang, not a measure
+                    await running.wait()
+                pids.extend(_pids_marked(mark))
+                proc.send_signal(signal.SIGTERM)
+                with anyio.fail_after(60):
+                    while not outcome:
+                        await anyio.sleep(0.1)
+                return outcome[0]
+
+        pids: list[int] = []
+        got = run(scenario)
+        proc.wait(timeout=60)
+    said = " ".join(texts(got)) if isinstance(got, types.CallToolResult) else str(got)
+    assert isinstance(got, types.CallToolResult) and got.is_error, said
+    assert "stopped" in said, said
+    assert pids and _alive(pids) == []
 
 
 def test_two_http_clients_have_their_own_upstream_sessions(cluster: Cluster) -> None:

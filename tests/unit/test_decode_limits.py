@@ -71,19 +71,39 @@ def test_formats_outside_the_allowlist_are_named_and_never_decoded(
         load_image(path, max_side=100)
 
 
-def test_a_damaged_chunk_is_named_not_called_unidentified(tmp_path: Path) -> None:
-    """A PNG whose header reads well but whose iCCP chunk fails its checksum: Pillow's
-    "cannot identify image file" hid which chunk; the PNG plugin's own reason is given."""
+def _png_with_a_bad_crc(chunk: bytes) -> bytes:
+    """A 32x32 palette PNG carrying an ICC profile, whose `chunk` fails its checksum."""
     out = io.BytesIO()
-    Image.new("RGB", (32, 32), (200, 10, 10)).save(out, "PNG", icc_profile=b"\0" * 200)
+    Image.new("P", (32, 32), 7).save(out, "PNG", icc_profile=b"\0" * 200)
     data = bytearray(out.getvalue())
-    at = data.index(b"iCCP")
+    at = data.index(chunk)
     data[at + 4 + int.from_bytes(data[at - 4 : at], "big")] ^= 0xFF  # the chunk's CRC
-    path = write(tmp_path, "x.png", bytes(data))
+    return bytes(data)
+
+
+def test_an_ancillary_chunk_failing_its_checksum_is_dropped_as_libpng_does(
+    tmp_path: Path,
+) -> None:
+    """iCCP with a bad CRC (as the MCP reference server's tiny image has): viewers show the
+    image, and so is it read here; the checks and the loader agree."""
+    data = _png_with_a_bad_crc(b"iCCP")
+    path = write(tmp_path, "x.png", data)
+    assert verify_image(path, data[:64]).name == "png"
+    loaded = load_image(path, max_side=100)
+    assert (loaded.facts.width, loaded.facts.height) == (32, 32)
+    assert path.read_bytes() == data  # the file is left as it came
+
+
+@pytest.mark.parametrize("chunk", [b"IHDR", b"PLTE"])
+def test_a_critical_chunk_failing_its_checksum_is_named(chunk: bytes, tmp_path: Path) -> None:
+    """Pillow's "cannot identify image file" hid which chunk; the PNG plugin's own reason is
+    given."""
+    data = _png_with_a_bad_crc(chunk)
+    path = write(tmp_path, "x.png", data)
     with pytest.raises(ImageCheckError) as refused:
-        verify_image(path, bytes(data[:64]), name="block 1 (image/png)")
+        verify_image(path, data[:64], name="block 1 (image/png)")
     assert str(refused.value) == (
-        "not an image: damaged PNG: broken PNG file (bad header checksum in iCCP)"
+        f"not an image: damaged PNG: broken PNG file (bad header checksum in {chunk.decode()})"
     )
 
 

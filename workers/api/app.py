@@ -155,7 +155,10 @@ def http_protocol(settings: Settings) -> type[asyncio.Protocol]:
     def shape(refusal: HeadRefusal) -> bytes:
         return bytes(ApiError(refusal.status, refusal.message, code=refusal.code).response().body)
 
-    return head_protocol(HeadLimits(max_bytes=settings.api.max_header_kb * 1024), shape)
+    limits = HeadLimits(
+        max_bytes=settings.api.max_header_kb * 1024, seconds=settings.api.head_timeout
+    )
+    return head_protocol(limits, shape)
 
 
 def create_app(

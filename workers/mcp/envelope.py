@@ -42,6 +42,8 @@ def read_message(raw: bytes | str) -> tuple[Any, types.JSONRPCError | None]:
         return None, _error(types.PARSE_ERROR, f"Parse error: {reason}")
     if not isinstance(message, dict):
         return message, _error(types.INVALID_REQUEST, "Invalid Request: expected one object")
+    if message.get("jsonrpc") != "2.0":  # the SDK answered with its whole validation dump
+        return message, _error(types.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
     if "id" in message and not valid_id(message["id"]):
         reason = "Invalid Request: the id must be a string or an integer"
         return message, _error(types.INVALID_REQUEST, reason)

@@ -11,9 +11,11 @@ request was sent to (`check_host_and_origin`).
 from __future__ import annotations
 
 import hmac
+import socket
 from pathlib import Path
 
 import anyio
+import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 
 from workers.http_heads import HeadLimits, HeadRefusal, head_protocol
@@ -23,6 +25,9 @@ from workers.mcp.http_requests import ASGIApp, Receive, Scope, Send, guard_reque
 from workers.mcp.proxy import Proxy
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+MCP_PATH = "/mcp"
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+SHUTDOWN_GRACE = 3  # s a request still running at SIGTERM may take, upstreams stopped
 TOKEN_FILE = "mcp-token"  # noqa: S105 - a file name, not a secret
 
 
@@ -74,11 +79,15 @@ def security_for(host: str, port: int) -> TransportSecuritySettings:
     )
 
 
-def check_host_and_origin(app: ASGIApp, names: frozenset[str] | None = None) -> ASGIApp:
-    """Off loopback: the Host must name this machine (421), and an Origin, when a browser
-    sends one, must be the origin the request was sent to (403). DNS rebinding needs a name
-    the attacker controls: an address or this machine's own name cannot be one, and the
-    bearer token, which no web page has, guards every request besides."""
+def check_host_and_origin(
+    app: ASGIApp, names: frozenset[str] | None = None, *, addresses: bool = True
+) -> ASGIApp:
+    """On every path: the Host must name this machine (421), and an Origin, when a browser
+    sends one, must be the origin the request was sent to (403). Off loopback the names are
+    this machine's own and any address (`addresses`); on loopback only `LOOPBACK_NAMES`.
+    DNS rebinding needs a name the attacker controls: an address or this machine's own name
+    cannot be one, and the bearer token, which no web page has, guards every request
+    besides."""
     known = names if names is not None else machine_names()
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
@@ -86,7 +95,7 @@ def check_host_and_origin(app: ASGIApp, names: frozenset[str] | None = None) -> 
             headers = dict(scope.get("headers") or [])
             host = headers.get(b"host", b"").decode("latin-1")
             origin = headers.get(b"origin")
-            if not host_allowed(host, known, addresses=True):
+            if not host_allowed(host, known, addresses=addresses):
                 await send_refusal(send, 421, "Invalid Host header", code="foreign_host")
                 return
             if origin is not None and not _same_origin(origin.decode("latin-1"), host):
@@ -95,6 +104,19 @@ def check_host_and_origin(app: ASGIApp, names: frozenset[str] | None = None) -> 
         await app(scope, receive, send)
 
     return guarded
+
+
+def exact_path(app: ASGIApp, path: str) -> ASGIApp:
+    """`path` + "/" is `path`: Starlette would redirect it (307, no body, a Location built
+    from the client's Host), which a client that POSTs does not follow."""
+    slashed = path + "/"
+
+    async def exact(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path") == slashed:
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        await app(scope, receive, send)
+
+    return exact
 
 
 def _same_origin(origin: str, host: str) -> bool:
@@ -107,9 +129,12 @@ def _refused(refusal: HeadRefusal) -> bytes:
     return refusal_body(refusal.status, f"Invalid Request: {refusal.message}", refusal.code)
 
 
-async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
-    import uvicorn
+def _head_limits(proxy: Proxy) -> HeadLimits:
+    limits = proxy.limits
+    return HeadLimits(max_bytes=limits.max_header_kb * 1024, seconds=limits.head_timeout)
 
+
+async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
     app = proxy.server.streamable_http_app(
         host=host,
         transport_security=security_for(host, port),
@@ -117,17 +142,22 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
         session_idle_timeout=proxy.limits.session_idle_timeout,
         max_sessions=proxy.limits.max_sessions,  # past it: 503 with a JSON-RPC error
     )
-    answered = guard_requests(app, MAX_BODY_BYTES)
-    checked: ASGIApp = answered if is_loopback(host) else check_host_and_origin(answered)
+    answered = exact_path(guard_requests(app, MAX_BODY_BYTES, proxy.limits.head_timeout), MCP_PATH)
+    checked = (
+        check_host_and_origin(answered, LOOPBACK_NAMES, addresses=False)
+        if is_loopback(host)
+        else check_host_and_origin(answered)
+    )
     config = uvicorn.Config(
         shape_refusals(require_bearer(checked, token)),
         host=host,
         port=port,
         log_level="warning",
         lifespan="on",
-        http=head_protocol(HeadLimits(max_bytes=proxy.limits.max_header_kb * 1024), _refused),
+        http=head_protocol(_head_limits(proxy), _refused),
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
-    server = uvicorn.Server(config)
+    server = _Door(config, proxy)
     async with anyio.create_task_group() as tasks:
         await proxy.run_upstreams(tasks)
         try:
@@ -135,6 +165,22 @@ async def _serve(proxy: Proxy, host: str, port: int, token: str) -> None:
         finally:
             await proxy.close()
             tasks.cancel_scope.cancel()
+
+
+class _Door(uvicorn.Server):
+    """uvicorn's server that stops the upstreams as soon as it is told to stop, while it
+    waits for the requests in flight: an upstream call then ends with its error answer, as
+    over stdio, instead of holding the exit until the upstream has finished (a 20 s call
+    held it 19 s, and its client got no answer)."""
+
+    def __init__(self, config: uvicorn.Config, proxy: Proxy) -> None:
+        super().__init__(config)
+        self.proxy = proxy
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        async with anyio.create_task_group() as stopping:
+            stopping.start_soon(self.proxy.close)
+            await super().shutdown(sockets)
 
 
 def serve_http(proxy: Proxy, host: str, port: int, token: str) -> int:

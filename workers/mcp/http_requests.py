@@ -3,6 +3,8 @@
 - A request whose id the SDK cannot answer (`{"a":1}`, `1e999`, `true`, an array) would
   be taken for a notification, 202 and dropped: it gets 400 and Invalid Request (-32600)
   with a null id.
+- A client that goes away before its body has come is not handed on (the SDK logged each
+  one as an error with a traceback).
 - A client that goes away before its answer (the 2025-era SSE response closed) leaves its
   request running, upstream calls included: the guard sends the session the
   `notifications/cancelled` the client did not, so the handler stops and the proxy's
@@ -15,6 +17,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import anyio
 import mcp_types as types
 
 from workers.mcp.envelope import read_message, valid_id
@@ -25,20 +28,33 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def guard_requests(app: ASGIApp, max_body: int) -> ASGIApp:
+def guard_requests(app: ASGIApp, max_body: int, seconds: float) -> ASGIApp:
     """The body (up to `max_body`; a larger one goes on to the SDK's own 413) is read
-    first, checked, and handed on as it came."""
+    first, each piece within `seconds` of the one before (else 408), checked, and handed
+    on as it came."""
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await app(scope, receive, send)
             return
-        held, body = await _read_body(receive, max_body)
+        try:
+            held, body = await _read_body(receive, max_body, seconds)
+        except TimeoutError:
+            message = f"Invalid Request: the body stalled for {seconds:g} s"
+            error = types.ErrorData(
+                code=types.INVALID_REQUEST, message=message,
+                data={"status": 408, "code": "request_timeout"},
+            )  # fmt: skip
+            await _send_json(send, 408, types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+            return
+        if held[-1]["type"] == "http.disconnect":
+            return  # the client left before its body had come: no one to answer
         request_id = None
         if body is not None and body.strip():
             message, refused = read_message(body)
             if refused is not None and refused.error.code == types.INVALID_REQUEST:
-                await _send_json(send, 400, refused)
+                error = refused.error.model_copy(update={"data": {"status": 400}})
+                await _send_json(send, 400, refused.model_copy(update={"error": error}))
                 return  # a parse error gets the SDK's own 400
             if isinstance(message, dict) and "method" in message and valid_id(message.get("id")):
                 request_id = message["id"]
@@ -64,13 +80,15 @@ def guard_requests(app: ASGIApp, max_body: int) -> ASGIApp:
 
 
 async def _read_body(
-    receive: Receive, max_body: int
+    receive: Receive, max_body: int, seconds: float
 ) -> tuple[list[MutableMapping[str, Any]], bytes | None]:
-    """The events read, and the whole body (None when over `max_body` or cut off)."""
+    """The events read, and the whole body (None when over `max_body` or cut off);
+    TimeoutError when a piece takes over `seconds`."""
     held: list[MutableMapping[str, Any]] = []
     size = 0
     while True:
-        event = await receive()
+        with anyio.fail_after(seconds):
+            event = await receive()
         held.append(event)
         size += len(event.get("body", b""))
         if event["type"] != "http.request" or not event.get("more_body") or size > max_body:
@@ -106,7 +124,10 @@ async def _send_json(send: Send, status: int, error: types.JSONRPCError) -> None
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json")],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
