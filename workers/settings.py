@@ -192,8 +192,9 @@ class ApiSettings(BaseModel):
     max_speech_request_kb: int = Field(default=256, ge=1)  # JSON body of /v1/audio/speech
     # A request's line and header fields together (and at most 100 fields): past it, 431.
     max_header_kb: int = Field(default=16, ge=1)
-    # Seconds a request's line and headers may take to arrive once begun: past it, 408 and
-    # the connection closed (a client that stalls mid-head held its connection forever).
+    # Seconds a request's line and headers may take to arrive once begun, and then each piece
+    # of its body: past it, 408 and the connection closed (a client that stalled mid-head or
+    # mid-upload held its connection, and the upload's file, for good).
     head_timeout: float = Field(default=30.0, gt=0)
     # Jobs-page logins held at once (each lives 7 days); past it the oldest is logged out.
     page_sessions: int = Field(default=1000, ge=1)

@@ -101,7 +101,9 @@ def _stalled(path: bytes, port: int) -> bytes:
     return b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Slow: a" % port
 
 
-def test_serve_answers_a_stalled_head_with_a_408_and_keeps_serving(cluster: Cluster) -> None:
+def test_serve_answers_a_stalled_head_or_body_with_a_408_and_keeps_serving(
+    cluster: Cluster,
+) -> None:
     with serve(cluster, MCP_MEDIA_API__HEAD_TIMEOUT="1") as served:
         port = urlsplit(served.url).port
         assert port is not None
@@ -110,6 +112,25 @@ def test_serve_answers_a_stalled_head_with_a_408_and_keeps_serving(cluster: Clus
         assert answer.headers.get("connection") == "close"
         error = answer.json()["error"]
         assert error["code"] == "request_timeout" and "within 1 s" in error["message"], error
+        key = b"Authorization: Bearer " + served.key.encode()
+        for path, kind, begun in (
+            (b"/v1/audio/speech", b"application/json", b'{"model": "tts-1", "inp'),
+            (
+                b"/v1/audio/transcriptions",
+                b"multipart/form-data; boundary=b0",
+                b"--b0\r\nContent-Disposition: form-data; "
+                + b'name="file"; filename="a.wav"\r\n\r\nRIFF',
+            ),
+        ):
+            lines = [key, b"Content-Type: " + kind, b"Content-Length: 5000"]
+            stalled = head(path, lines, method=b"POST", port=port) + begun
+            answer = exchange(port, stalled)
+            assert answer.error is None and answer.status == 408, (path, answer)
+            error = answer.json()["error"]
+            assert error["code"] == "request_timeout", (path, error)
+            assert "body stalled for 1 s" in error["message"], (path, error)
+        uploads = cluster.home / "cache" / "uploads"
+        assert not any(uploads.iterdir()) if uploads.exists() else True  # nothing left
         auth = {"Authorization": f"Bearer {served.key}"}
         assert httpx2.get(f"{served.url}/v1/models", headers=auth, timeout=10).status_code == 200
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from python_multipart.multipart import parse_options_header
 from starlette.requests import Request
 
@@ -29,10 +31,27 @@ _TOKENS = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-async def read_capped(request: Request, limit: int) -> bytes:
+async def body_chunks(request: Request, seconds: float) -> AsyncIterator[bytes]:
+    """The body as it arrives; a 408 when a piece takes over `seconds` (a client that
+    stalls mid-body held its connection, and the upload's file, for good)."""
+    chunks = request.stream().__aiter__()
+    while True:
+        try:
+            with anyio.fail_after(seconds):
+                chunk = await chunks.__anext__()
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise ApiError(
+                408, f"the request body stalled for {seconds:g} s", code="request_timeout"
+            ) from None
+        yield chunk
+
+
+async def read_capped(request: Request, limit: int, seconds: float) -> bytes:
     """The whole body, 413 as soon as it passes `limit` bytes."""
     body = bytearray()
-    async for chunk in request.stream():
+    async for chunk in body_chunks(request, seconds):
         body += chunk
         if len(body) > limit:
             raise ApiError(
@@ -41,9 +60,9 @@ async def read_capped(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
+async def read_json(request: Request, limit: int, seconds: float) -> dict[str, Any]:
     """A JSON object body of at most `limit` bytes, parsed within bounds."""
-    return parse_json(await read_capped(request, limit))
+    return parse_json(await read_capped(request, limit, seconds))
 
 
 def parse_json(body: bytes) -> dict[str, Any]:

@@ -129,7 +129,8 @@ def _predicted(ctx: ApiContext, voice: str) -> dict[str, str]:
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:
     async def speech(request: Request) -> Response:
-        data = await read_json(request, ctx.settings.api.max_speech_request_kb * 1024)
+        api = ctx.settings.api
+        data = await read_json(request, api.max_speech_request_kb * 1024, api.head_timeout)
         params, content_type, stream_format, stream = _request(ctx, data)
         blob = await to_thread.run_sync(store_request, ctx.settings, params)
         client = jobs.client_of(ctx)

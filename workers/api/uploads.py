@@ -20,7 +20,7 @@ from starlette.requests import Request
 
 from pipelines.media import BlobError, MarkerReason, MediaKind, StoredBlob
 from pipelines.results import private_folders
-from workers.api.bodies import form_text, multipart_boundary
+from workers.api.bodies import body_chunks, form_text, multipart_boundary
 from workers.api.errors import ApiError
 from workers.api.faults import disk_full, insufficient_storage
 from workers.settings import Settings
@@ -221,7 +221,7 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
         },
     )
     try:
-        async for chunk in request.stream():
+        async for chunk in body_chunks(request, settings.api.head_timeout):
             parser.write(chunk)
             if failure:
                 raise failure[0]
