@@ -22,8 +22,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from workers.http_heads import HeadLimits, HeadRefusal, head_protocol
 from workers.listen import ListenError, host_allowed, is_loopback, machine_names, resolve_secret
+from workers.mcp.asgi import ASGIApp, Receive, Scope, Send
 from workers.mcp.http_refusals import refusal_body, send_refusal, shape_refusals
-from workers.mcp.http_requests import ASGIApp, Receive, Scope, Send, guard_requests
+from workers.mcp.http_requests import guard_requests
 from workers.mcp.proxy import Proxy
 
 MAX_BODY_BYTES = 4 * 1024 * 1024

@@ -16,7 +16,7 @@ from typing import Any
 
 import mcp_types as types
 
-from workers.mcp.http_requests import ASGIApp, Receive, Scope, Send
+from workers.mcp.asgi import ASGIApp, Receive, Scope, Send
 
 MAX_TEXT = 4096  # of a plain refusal's text, kept in the message
 

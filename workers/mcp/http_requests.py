@@ -14,18 +14,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 import anyio
 import mcp_types as types
 
+from workers.mcp.asgi import ASGIApp, Receive, Scope, Send
 from workers.mcp.envelope import read_message, valid_id
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from workers.mcp.http_refusals import send_refusal
 
 
 def guard_requests(app: ASGIApp, max_body: int, seconds: float) -> ASGIApp:
@@ -40,12 +37,8 @@ def guard_requests(app: ASGIApp, max_body: int, seconds: float) -> ASGIApp:
         try:
             held, body = await _read_body(receive, max_body, seconds)
         except TimeoutError:
-            message = f"Invalid Request: the body stalled for {seconds:g} s"
-            error = types.ErrorData(
-                code=types.INVALID_REQUEST, message=message,
-                data={"status": 408, "code": "request_timeout"},
-            )  # fmt: skip
-            await _send_json(send, 408, types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+            stalled = f"Invalid Request: the body stalled for {seconds:g} s"
+            await send_refusal(send, 408, stalled, code="request_timeout")
             return
         if held[-1]["type"] == "http.disconnect":
             return  # the client left before its body had come: no one to answer
@@ -53,8 +46,7 @@ def guard_requests(app: ASGIApp, max_body: int, seconds: float) -> ASGIApp:
         if body is not None and body.strip():
             message, refused = read_message(body)
             if refused is not None and refused.error.code == types.INVALID_REQUEST:
-                error = refused.error.model_copy(update={"data": {"status": 400}})
-                await _send_json(send, 400, refused.model_copy(update={"error": error}))
+                await send_refusal(send, 400, refused.error.message)
                 return  # a parse error gets the SDK's own 400
             if isinstance(message, dict) and "method" in message and valid_id(message.get("id")):
                 request_id = message["id"]
@@ -116,18 +108,3 @@ async def _cancel(app: ASGIApp, scope: Scope, request_id: types.RequestId) -> No
         return None
 
     await app({**scope, "headers": headers}, receive, discard)
-
-
-async def _send_json(send: Send, status: int, error: types.JSONRPCError) -> None:
-    body = error.model_dump_json(by_alias=True).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
