@@ -15,6 +15,7 @@ clip nobody sent before, so a real job ran), sent again and again from the fault
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -27,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import anyio
 import openai
@@ -198,28 +200,42 @@ def _refusing_writes(broker_url: str) -> bool:
     return False
 
 
+def _fill(out: BinaryIO) -> None:
+    """Write to `out` until the filesystem has no byte left (a short write, then ENOSPC)."""
+    block = b"\0" * (1 << 20)
+    with contextlib.suppress(OSError):
+        while True:
+            out.write(block)
+
+
 def fill_disk(up: Up, workdir: Path, spoken: Spoken, tag: int) -> list[Answer]:
     """Fill the small filesystem under the home until Redis refuses writes (its AOF cannot
     be written); a transcription sent while it is full; then the space freed. The disk
     stays full FULL_FOR seconds: the fault's length (every idle consumer polls Redis each
-    second, so each meets the refusal), not a wait for something."""
+    second, so each meets the refusal), not a wait for something. What is freed meanwhile
+    (a job in flight that fails on the full disk removes its partial files, Redis a failed
+    rewrite's) is filled again at once: once freed, Redis's next AOF write went through and
+    it took writes again, and a CI run saw it never refuse within 60 s."""
     broker = up.broker()
     assert broker is not None
     filler = up.home / "filler"
-    with filler.open("wb", buffering=0) as out:
-        block = b"\0" * (1 << 20)
-        try:
-            while True:
-                out.write(block)
-        except OSError:
-            pass  # ENOSPC: full
+    out = filler.open("wb", buffering=0)
     try:
+        _fill(out)
         full = time.monotonic()
-        assert wait_for(lambda: _refusing_writes(broker.url), 60), "Redis kept writing"
+
+        def refused() -> bool:
+            _fill(out)
+            return _refusing_writes(broker.url)
+
+        assert wait_for(refused, 60), "Redis kept writing"
         clip = long_clip(spoken, 0, workdir / f"full{tag}.wav", 1, salt=fresh(tag, 3))
         answers = [http_transcribe(up, clip)]
-        time.sleep(max(0.0, FULL_FOR - (time.monotonic() - full)))
+        while time.monotonic() - full < FULL_FOR:
+            _fill(out)
+            time.sleep(0.2)
     finally:
+        out.close()
         filler.unlink()
     return answers
 
