@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import socket
 from pathlib import Path
 from types import FrameType
 
@@ -198,11 +197,6 @@ class _Door(uvicorn.Server):
                     await anyio.sleep(0.02)
         finally:
             super().handle_exit(sig, frame)
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        async with anyio.create_task_group() as stopping:
-            stopping.start_soon(self.proxy.close)
-            await super().shutdown(sockets)
 
 
 def serve_http(proxy: Proxy, host: str, port: int, token: str) -> int:
