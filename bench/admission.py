@@ -27,7 +27,7 @@ from bench.cluster import BenchCluster
 from bench.results import record
 from bench.speech import ENV, Voice
 from pipelines.engines.registry import load_tts
-from workers.configs import tts_config
+from workers.core.stage_configs import tts_config
 
 CLIENTS = 32
 PER_CLIENT = 2

@@ -36,7 +36,7 @@ from bench.speech import ENV, Voice, _tts_text
 from pipelines.engines.registry import load_transcriber, load_tts, load_vad
 from pipelines.speech.stt import transcribe
 from tests.support.net import free_port, wait_for_port
-from workers.configs import stt_config, tts_config
+from workers.core.stage_configs import stt_config, tts_config
 
 ROUNDS = 3
 CLIENTS = 8

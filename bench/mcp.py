@@ -29,9 +29,9 @@ from pipelines import MediaCache, ingest
 from pipelines.fit import MAX_RESULT_BYTES, FitLimits, fit_image
 from pipelines.fit_cache import FittedCopies
 from pipelines.rewrite import MediaPolicy, RewritePolicy, rewrite_result
-from workers.jobs.inline import InlineGateway
-from workers.mcp.rewriter import DoorOptions, MediaRewriter
-from workers.settings import Settings
+from workers.core.settings import Settings
+from workers.doors.mcp.rewriter import DoorOptions, MediaRewriter
+from workers.gateways.inline import InlineGateway
 
 
 def _env(home: Path) -> dict[str, str]:

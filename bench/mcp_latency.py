@@ -29,8 +29,8 @@ from bench.mcp_upstream import SCREENSHOT
 from bench.results import record
 from pipelines.media import Capability
 from pipelines.results import Envelope, Status
-from workers.jobs.inline import InlineGateway
-from workers.settings import Settings
+from workers.core.settings import Settings
+from workers.gateways.inline import InlineGateway
 
 ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = [sys.executable, "-m", "bench.mcp_upstream"]

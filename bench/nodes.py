@@ -28,11 +28,11 @@ from pipelines.results import Status
 from pipelines.speech.stt import Samples
 from tests.support.audio_samples import encode
 from tests.support.seaweed import seaweed_s3
-from workers.blobs import BlobRef
-from workers.configs import tts_config
-from workers.node_cache import NodeCache
-from workers.settings import Settings
-from workers.storage import open_storage
+from workers.core.settings import Settings
+from workers.core.stage_configs import tts_config
+from workers.files.blobs import BlobRef
+from workers.files.node_cache import NodeCache
+from workers.files.shared import open_storage
 
 STT = Capability.AUDIO_TRANSCRIBE
 ROUNDS = 16  # single jobs per layout, alternating

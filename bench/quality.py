@@ -32,8 +32,8 @@ from pipelines.speech.stt import transcribe
 from pipelines.speech.text import normalize
 from pipelines.speech.tts import TextToSpeech
 from tests.support.scoring import cer
+from workers.core.settings import Settings
 from workers.provisioning.models import prepare
-from workers.settings import Settings
 
 ENGLISH = (
     "Please send the quarterly report to the finance team in Rotterdam by Friday.",

@@ -25,8 +25,8 @@ from pipelines.speech.stt import Samples, Transcriber, transcribe
 from pipelines.speech.tts import TextToSpeech
 from pipelines.speech.vad import SpeechDetector
 from tests.support.cluster import Worker
-from workers.client import JobHandle, MediaClient
-from workers.configs import store_request, stt_config, synthesis_request, tts_config
+from workers.core.stage_configs import store_request, stt_config, synthesis_request, tts_config
+from workers.gateways.cluster import JobHandle, MediaClient
 
 ROUNDS = 5  # best of this many each: at 3 the direct run's spread (11 %) exceeded the margin
 PEER_ROUNDS = 5  # ours and the peer alternate, best of this many each

@@ -24,8 +24,8 @@ from pipelines.engines.registry import load_transcriber, load_tts
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import transcribe
 from tests.support.word_clip import SENTENCE, WordClip, build_clip, onset_errors
+from workers.core.settings import Settings
 from workers.provisioning.models import prepare
-from workers.settings import Settings
 
 MODELS = ("whisper-tiny.en", "whisper-base")
 TEXT = " ".join(

@@ -18,7 +18,7 @@ from pipelines.cache import CacheLimits, MediaCache
 from tests.support.cluster import Cluster
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.seaweed import SeaweedS3, seaweed_s3
-from workers.broker import Broker, ensure_embedded, stop_embedded
+from workers.broker.embedded import Broker, ensure_embedded, stop_embedded
 from workers.provisioning.models import ModelInfo, prepare
 
 

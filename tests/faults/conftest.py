@@ -18,7 +18,7 @@ from tests.support.fake_openai import FakeOpenAI
 from tests.support.net import free_port
 from tests.support.seaweed import SeaweedS3
 from tests.support.up import Up, fresh_home, node_env
-from workers.broker import ensure_embedded, stop_embedded
+from workers.broker.embedded import ensure_embedded, stop_embedded
 
 REPORT = ROOT / "tests" / "faults" / "last_run.jsonl"
 

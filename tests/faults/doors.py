@@ -40,7 +40,7 @@ from pipelines.media import MediaKind
 from tests.faults.scenarios import Outcome, Spoken, long_clip
 from tests.support.cluster import ROOT
 from tests.support.up import Up, alive, wait_for
-from workers.settings import Settings
+from workers.core.settings import Settings
 
 HTTP_CLIENTS = 2
 REQUEST_TIMEOUT = 300.0  # a bound so that a hang counts as lost, never a timing claim

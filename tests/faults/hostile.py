@@ -52,7 +52,7 @@ from tests.integration.test_mcp_http import ACCEPT, INITIALIZE
 from tests.support.cluster import ROOT
 from tests.support.net import free_port, wait_for_port
 from tests.support.raw_http import hostile_heads, parse
-from workers.broker import ensure_embedded, stop_embedded
+from workers.broker.embedded import ensure_embedded, stop_embedded
 
 REPORT = ROOT / "tests" / "faults" / "hostile_last_run.json"
 JSON_TYPE = "application/json"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx2
 
-from workers.broker import ensure_embedded, running_embedded, stop_embedded
+from workers.broker.embedded import ensure_embedded, running_embedded, stop_embedded
 
 SPEECH = {"model": "tts-1", "voice": "alloy", "input": "Is the broker there?"}
 CLIENT_TIMEOUT = 60.0  # far past any bound: an answer that takes this long shows as such

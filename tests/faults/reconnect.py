@@ -21,7 +21,7 @@ from tests.faults.scenarios import CpuBurners
 from tests.faults.soak import models_home
 from tests.support.cluster import Cluster
 from tests.support.fake_openai import FakeOpenAI
-from workers.broker import ensure_embedded, stop_embedded
+from workers.broker.embedded import ensure_embedded, stop_embedded
 
 
 def run(runs: int, downs: list[float], burners: int, workdir: Path) -> int:

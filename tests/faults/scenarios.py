@@ -42,10 +42,10 @@ from pipelines.speech.config import TtsConfig
 from tests.support.cluster import Cluster, Worker
 from tests.support.fault_worker import POISON_TASK, POISON_VERSION
 from tests.support.up import wait_for
-from workers import keys
-from workers.broker import Broker, ensure_embedded, stop_embedded
-from workers.client import JobHandle, MediaClient
-from workers.node_cache import input_ref
+from workers.broker.embedded import Broker, ensure_embedded, stop_embedded
+from workers.core import keys
+from workers.files.node_cache import input_ref
+from workers.gateways.cluster import JobHandle, MediaClient
 
 Spoken = tuple[list[np.ndarray], int]
 FAULT_WORKER = ("tests.support.fault_worker",)

@@ -42,7 +42,7 @@ from tests.support.fake_openai import FakeOpenAI
 from tests.support.net import free_port
 from tests.support.seaweed import SeaweedS3, seaweed_s3
 from tests.support.up import Up, node_env
-from workers.broker import ensure_embedded, stop_embedded
+from workers.broker.embedded import ensure_embedded, stop_embedded
 from workers.provisioning.models import prepare
 
 REPORT = ROOT / "tests" / "faults" / "soak_last_run.jsonl"
@@ -60,8 +60,8 @@ def diagnose(cluster: Cluster) -> None:
     """What the broker and the workers hold when a job is missing (to stderr)."""
     import redis
 
-    from workers import keys
-    from workers.store import redis_store
+    from workers.core import keys
+    from workers.state.store import redis_store
 
     with redis.Redis.from_url(cluster.broker.url) as r:
         state = {

@@ -29,7 +29,7 @@ from tests.faults.conftest import RssSampler, report
 from tests.faults.scenarios import Outcome, audio_jobs, finish, image_jobs, outcome
 from tests.support.cluster import ROOT, Cluster, SplitCluster
 from tests.support.up import Up
-from workers import keys
+from workers.core import keys
 
 pytestmark = pytest.mark.faults
 
@@ -250,7 +250,7 @@ def test_burst_of_500_mixed_jobs(node: Cluster, spoken: scenarios.Spoken, tmp_pa
     node.fake.set(latency=0.02, reply="burst image")
     images = image_jobs(node, tmp_path, range(5000, 5300))
     clips = audio_jobs(node, spoken, tmp_path, 150, repeats=1)
-    from workers.configs import store_request, synthesis_request
+    from workers.core.stage_configs import store_request, synthesis_request
 
     settings = node.settings()
     speech = []

@@ -25,7 +25,7 @@ from tests.support.disk import files_in, fill, on_tmpfs, seen_by
 from tests.support.net import free_port
 from tests.support.redis_servers import RedisProcess, debian_redis
 from tests.support.serve import Served, serve
-from workers import keys
+from workers.core import keys
 
 pytestmark = pytest.mark.integration
 

@@ -77,7 +77,7 @@ def _announce(cluster: Cluster, queue: str) -> None:
 
     import redis
 
-    from workers import keys
+    from workers.core import keys
 
     client = redis.Redis.from_url(cluster.broker.url)
     seconds, _ = client.time()

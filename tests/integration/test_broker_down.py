@@ -10,7 +10,7 @@ import redis
 
 from tests.integration.test_cli_cluster import _cli, _gone
 from tests.support.misconf import refuse_writes
-from workers.broker import ensure_embedded, running_embedded, stop_embedded
+from workers.broker.embedded import ensure_embedded, running_embedded, stop_embedded
 
 pytestmark = pytest.mark.integration
 

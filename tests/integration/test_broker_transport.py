@@ -15,8 +15,8 @@ from kombu.message import Message
 from kombu.messaging import Consumer, Producer
 
 from tests.support.misconf import refuse_writes, take_writes
-from workers import broker_transport
-from workers.broker import ensure_embedded, stop_embedded
+from workers.broker import transport as broker_transport
+from workers.broker.embedded import ensure_embedded, stop_embedded
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from tests.integration.conftest import ROOT, Cluster, write_result
 from tests.integration.test_vision_jobs import image_result, noisy_png
 from tests.support.factories import audio_block, image_block, wav_bytes
 from tests.support.fake_openai import Mode
-from workers import keys
-from workers.broker import running_embedded, stop_embedded
+from workers.broker.embedded import running_embedded, stop_embedded
+from workers.core import keys
 
 pytestmark = pytest.mark.integration
 

@@ -85,7 +85,7 @@ def test_the_process_edge_points_native_writers_into_the_home(tmp_path: Path) ->
     home = tmp_path / "home"
     script = (
         "import os, json, sys, tempfile; from pathlib import Path;"
-        "from workers.settings import confine_process; confine_process(Path(sys.argv[1]));"
+        "from workers.core.settings import confine_process; confine_process(Path(sys.argv[1]));"
         "print(json.dumps({k: os.environ[k] for k in "
         "('ORT_DISABLE_TELEMETRY', 'XDG_CACHE_HOME', 'TMPDIR', 'MCP_MEDIA_HOME')}"
         " | {'tempdir': tempfile.gettempdir()}))"
@@ -117,8 +117,8 @@ def test_speech_engines_write_nothing_outside_the_home_and_open_no_socket(
     """`speak --inline` then `transcribe --inline` of what was spoken, under the same guard;
     the models are read from the prepared home (reads are not confined), everything written
     goes to the fresh one."""
-    from workers.configs import STT_DEFAULT, VAD_DEFAULT
-    from workers.settings import TtsSettings
+    from workers.core.settings import TtsSettings
+    from workers.core.stage_configs import STT_DEFAULT, VAD_DEFAULT
 
     models = models_home / "models"
     env = {

@@ -16,9 +16,9 @@ from pipelines.media import Capability
 from pipelines.results import Envelope, Status
 from tests.integration.conftest import Cluster
 from tests.integration.test_vision_jobs import image_result
-from workers import keys
-from workers.capabilities import CAPABILITIES
-from workers.gateway import Admission, JobHandle, QueueFull
+from workers.core import keys
+from workers.core.capabilities import CAPABILITIES
+from workers.core.gateway import Admission, JobHandle, QueueFull
 
 pytestmark = pytest.mark.integration
 

@@ -74,7 +74,7 @@ def test_ingest_and_client_without_the_speech_extra(
         f"""
         import json, sys
         from pipelines import ingest
-        from workers.client import MediaClient
+        from workers.gateways.cluster import MediaClient
         client = MediaClient.connect()
         text = open({str(result)!r}).read()
         rendered = ingest(text, cache=client.settings.media_cache(), server="light")
@@ -103,7 +103,7 @@ def test_ingest_and_client_without_the_speech_extra(
 def test_light_core_imports_no_engine() -> None:
     """In the development install too: importing the client and ingest loads no engine."""
     script = (
-        "import sys, pipelines, workers.client, workers.reprocess\n"
+        "import sys, pipelines, workers.gateways.cluster, workers.doors.reprocess\n"
         f"print([m for m in {HEAVY!r} + ('workers.runtime', 'workers.jobs') if m in sys.modules])"
     )
     proc = subprocess.run(

@@ -26,7 +26,7 @@ from tests.integration.conftest import ROOT, Cluster
 from tests.support.audio_samples import encode, tone
 from tests.support.misconf import refuse_writes, take_writes
 from tests.support.venvs import venv_with
-from workers.broker import ensure_embedded, stop_embedded
+from workers.broker.embedded import ensure_embedded, stop_embedded
 
 pytestmark = pytest.mark.integration
 
@@ -462,10 +462,10 @@ def test_back_off_grows_while_every_call_crashes_and_resets_after_a_success(
     """The proxy in this process (to read the delays it computes) in front of a real stdio
     upstream, called by a real client: a server that starts fine but crashes on every call
     is restarted after a growing delay; a call that succeeds starts the back-off over."""
-    from workers.jobs.inline import InlineGateway
-    from workers.mcp.rewriter import DoorOptions
-    from workers.mcp.serve import build_proxy
-    from workers.mcp.upstream import UpstreamSpec
+    from workers.doors.mcp.rewriter import DoorOptions
+    from workers.doors.mcp.serve import build_proxy
+    from workers.doors.mcp.upstream import UpstreamSpec
+    from workers.gateways.inline import InlineGateway
 
     spec = UpstreamSpec(name="up", command=UPSTREAM[0], args=tuple(UPSTREAM[1:]), cwd=str(ROOT))
     settings = cluster.settings()

@@ -18,8 +18,8 @@ from tests.integration.conftest import Cluster
 from tests.support.browser import click, count, log_in, screenshot, shows, wait_until
 from tests.support.factories import noisy_png
 from tests.support.serve import serve
-from workers import keys
-from workers.client import JobHandle, MediaClient
+from workers.core import keys
+from workers.gateways.cluster import JobHandle, MediaClient
 from workers.runtime.recovery import HEARTBEAT_SECONDS, STALL_SECONDS
 
 pytestmark = pytest.mark.integration

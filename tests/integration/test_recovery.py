@@ -18,9 +18,9 @@ from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey, Status
 from tests.integration.conftest import Cluster
 from tests.integration.test_vision_jobs import noisy_png
-from workers import keys
-from workers.client import MediaClient
-from workers.journal import Journal
+from workers.core import keys
+from workers.files.journal import Journal
+from workers.gateways.cluster import MediaClient
 from workers.runtime.recovery import (
     START_GRACE,
     broker_settled,

@@ -15,12 +15,12 @@ import redis
 
 from pipelines.results import Status
 from tests.support import store_contract as contract
-from workers import keys
-from workers.broker import Broker
-from workers.celery_app import base_app
+from workers.broker.celery_config import base_app
+from workers.broker.embedded import Broker
+from workers.core import keys
+from workers.core.settings import Settings
 from workers.runtime.recovery import drop_lease, reap, renew_leases
-from workers.settings import Settings
-from workers.store import RedisStore, redis_store
+from workers.state.store import RedisStore, redis_store
 
 pytestmark = pytest.mark.integration
 

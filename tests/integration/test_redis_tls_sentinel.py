@@ -29,8 +29,8 @@ from tests.support.redis_servers import (
     url,
     wait,
 )
-from workers import keys
-from workers.broker import Broker
+from workers.broker.embedded import Broker
+from workers.core import keys
 from workers.runtime.recovery import broker_settled, served_for
 
 pytestmark = pytest.mark.integration

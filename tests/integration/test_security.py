@@ -35,8 +35,8 @@ from pipelines.media import Capability
 from pipelines.results import Status
 from tests.integration.conftest import Cluster, write_result
 from tests.support.factories import b64, noisy_png, png_bytes
-from workers.capabilities import CAPABILITIES
-from workers.capabilities import for_queue as spec_for_queue
+from workers.core.capabilities import CAPABILITIES
+from workers.core.capabilities import for_queue as spec_for_queue
 
 pytestmark = pytest.mark.integration
 
@@ -457,7 +457,7 @@ def test_a_job_cannot_make_a_worker_read_a_file_outside_the_cache(
 
 def test_every_capability_is_json_only(cluster: Cluster) -> None:
     """The configuration behind the pickle test, for every queue, as the worker sees it."""
-    from workers.runtime.app import create_app
+    from workers.runtime.worker_app import create_app
 
     app = create_app(cluster.settings(), cluster.broker.url)
     try:

@@ -16,11 +16,11 @@ from pipelines.results import Status
 from tests.integration.conftest import Cluster
 from tests.integration.test_vision_jobs import image_result, noisy_png
 from tests.support.seaweed import SeaweedS3
-from workers.blobs import BlobRef
-from workers.client import MediaClient
-from workers.gateway import JobHandle
+from workers.core.gateway import JobHandle
+from workers.files.blobs import BlobRef
+from workers.files.s3 import S3Bucket
+from workers.gateways.cluster import MediaClient
 from workers.runtime.recovery import sweep
-from workers.s3 import S3Bucket
 
 pytestmark = pytest.mark.integration
 

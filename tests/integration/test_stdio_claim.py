@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 CHILD = """
 import os, anyio
-from workers.mcp.stdio_pipes import PipeWriter, claimed_stdout
+from workers.doors.mcp.stdio_pipes import PipeWriter, claimed_stdout
 
 async def main() -> None:
     with claimed_stdout() as wire:

@@ -22,10 +22,10 @@ from tests.support.fake_openai import FakeOpenAI
 from tests.support.misconf import refuse_writes, take_writes
 from tests.support.net import free_port
 from tests.support.up import Up, alive, descendants, fresh_home, node_env, wait_for
-from workers.broker import Broker, ensure_embedded, running_embedded, stop_embedded
-from workers.client import MediaClient
-from workers.configs import store_request, synthesis_request
-from workers.settings import Settings
+from workers.broker.embedded import Broker, ensure_embedded, running_embedded, stop_embedded
+from workers.core.settings import Settings
+from workers.core.stage_configs import store_request, synthesis_request
+from workers.gateways.cluster import MediaClient
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from PIL import Image, ImageDraw, ImageFont
 from pipelines.media import Capability
 from tests.integration.conftest import Cluster, write_result
 from tests.integration.test_vision_jobs import image_result, noisy_png
-from workers import keys
-from workers.capabilities import CAPABILITIES
+from workers.core import keys
+from workers.core.capabilities import CAPABILITIES
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ from pipelines.speech.config import TtsConfig
 from tests.models.test_api_audio import heard
 from tests.support.cluster import Cluster
 from tests.support.serve import serve
-from workers import keys
-from workers.capabilities import CAPABILITIES
+from workers.core import keys
+from workers.core.capabilities import CAPABILITIES
 
 pytestmark = pytest.mark.models
 

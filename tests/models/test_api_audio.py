@@ -26,8 +26,8 @@ from tests.support.audio_samples import corrupt, tone
 from tests.support.audio_samples import encode as encode_audio
 from tests.support.cluster import Cluster
 from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door, speech_events
-from workers import keys
-from workers.configs import store_request, synthesis_request
+from workers.core import keys
+from workers.core.stage_configs import store_request, synthesis_request
 
 pytestmark = pytest.mark.models
 

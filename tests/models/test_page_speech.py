@@ -13,7 +13,7 @@ from pipelines.results import Status
 from tests.support.browser import click, log_in, screenshot, wait_until
 from tests.support.cluster import Cluster
 from tests.support.serve import serve
-from workers.configs import store_request, synthesis_request
+from workers.core.stage_configs import store_request, synthesis_request
 
 pytestmark = pytest.mark.models
 

@@ -17,7 +17,7 @@ from tests.support.browser import click, count, log_in, screenshot, shows, wait_
 from tests.support.cluster import Cluster
 from tests.support.factories import noisy_png
 from tests.support.serve import serve
-from workers.configs import store_request, synthesis_request
+from workers.core.stage_configs import store_request, synthesis_request
 
 pytestmark = pytest.mark.models
 

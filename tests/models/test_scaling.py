@@ -16,7 +16,7 @@ from pipelines.speech.audio import write_wav
 from pipelines.speech.config import TtsConfig
 from tests.integration.test_vision_jobs import noisy_png
 from tests.support.cluster import Cluster
-from workers.configs import store_request, synthesis_request
+from workers.core.stage_configs import store_request, synthesis_request
 
 pytestmark = pytest.mark.models
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.fake_openai import FakeOpenAI
-from workers.broker import Broker
-from workers.client import MediaClient
-from workers.settings import Settings
+from workers.broker.embedded import Broker
+from workers.core.settings import Settings
+from workers.gateways.cluster import MediaClient
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 90.0

@@ -26,14 +26,14 @@ from celery.signals import worker_ready
 
 from pipelines.media import Capability
 from pipelines.results import StageOutcome
-from workers.broker import broker_url
-from workers.capabilities import CAPABILITIES
+from workers.broker.embedded import broker_url
 from workers.cli.supervisor import run_worker
+from workers.core.capabilities import CAPABILITIES
+from workers.core.settings import Settings
 from workers.jobs.resources import Resources
 from workers.jobs.stages import RUNNERS
-from workers.runtime.app import create_app
 from workers.runtime.tasks import make_task
-from workers.settings import Settings
+from workers.runtime.worker_app import create_app
 
 POISON_TASK = "mcp_media.test_poison"
 POISON_VERSION = "0bad0bad0bad"

@@ -160,8 +160,8 @@ def _wait_ready(server: SeaweedS3) -> None:
 
 
 def _list(server: SeaweedS3) -> None:
-    from workers.s3 import S3Bucket
-    from workers.settings import Settings
+    from workers.core.settings import Settings
+    from workers.files.s3 import S3Bucket
 
     settings = Settings.from_env(server.env("ready-check"))
     S3Bucket(settings.store).check()

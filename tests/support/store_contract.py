@@ -13,10 +13,10 @@ import pytest
 
 from pipelines.media import Capability
 from pipelines.results import Envelope, ResultKey, Status
-from workers import keys
-from workers.admission import WaitBudget, refuse_late
-from workers.gateway import answers
-from workers.store import ResultStore
+from workers.core import keys
+from workers.core.gateway import answers
+from workers.core.wait_estimate import WaitBudget, refuse_late
+from workers.state.store import ResultStore
 
 KEY = ResultKey(Capability.VISION_SUMMARIZE, "abc123", "a" * 64)
 OTHER = ResultKey(Capability.AUDIO_TRANSCRIBE, "abc123", "b" * 64)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pipelines.ingest import validate_image
 from pipelines.media import Capability, MediaKind
-from workers.client import MediaClient
+from workers.gateways.cluster import MediaClient
 
 
 def main(argv: list[str]) -> int:

@@ -17,7 +17,7 @@ import httpx2
 
 from tests.support.cluster import ROOT
 from tests.support.fake_openai import FakeOpenAI
-from workers.broker import Broker, running_embedded, stop_embedded
+from workers.broker.embedded import Broker, running_embedded, stop_embedded
 
 READY_TIMEOUT = 300.0  # three workers loading their models on two busy cores
 

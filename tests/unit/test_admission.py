@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workers.admission import expected_wait, next_mean, retry_after
-from workers.gateway import QueueBusy
+from workers.core.gateway import QueueBusy
+from workers.core.wait_estimate import expected_wait, next_mean, retry_after
 
 pytestmark = pytest.mark.unit
 

@@ -11,16 +11,16 @@ import pytest
 
 from pipelines.media import BlobError, Capability, MarkerReason
 from pipelines.results import Envelope, ResultKey, Status
-from workers.api.bodies import (
+from workers.doors.api.bodies import (
     MAX_JSON_DEPTH,
     check_form_type,
     form_text,
     multipart_boundary,
     parse_json,
 )
-from workers.api.errors import ApiError
-from workers.api.faults import disk_full, server_fault
-from workers.api.jobs import check_done
+from workers.doors.api.errors import ApiError
+from workers.doors.api.faults import disk_full, server_fault
+from workers.doors.api.jobs import check_done
 
 pytestmark = pytest.mark.unit
 

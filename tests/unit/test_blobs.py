@@ -15,10 +15,10 @@ from pipelines.cache import MediaCache
 from pipelines.errors import PermanentError
 from pipelines.media import BlobError, MediaKind
 from tests.support.factories import png_bytes
-from workers.blobs import BlobMissing, BlobRef, Listed, LocalBlobs
-from workers.node_cache import REPLICAS, NodeCache, input_ref
-from workers.s3 import Location
-from workers.settings import Settings
+from workers.core.settings import Settings
+from workers.files.blobs import BlobMissing, BlobRef, Listed, LocalBlobs
+from workers.files.node_cache import REPLICAS, NodeCache, input_ref
+from workers.files.s3 import Location
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from workers.broker import Broker, _owned_process, _start_ticks
+from workers.broker.embedded import Broker, _owned_process, _start_ticks
 
 pytestmark = pytest.mark.unit
 

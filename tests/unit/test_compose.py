@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from workers.capabilities import QUEUES, for_queue
-from workers.listen import ListenError, resolve_secret
+from workers.core.capabilities import QUEUES, for_queue
+from workers.core.settings import Settings
+from workers.doors.listen import ListenError, resolve_secret
 from workers.provisioning.models import PIPER_JOE, SILERO_VAD, WHISPER_TINY_EN
-from workers.settings import Settings
 
 pytestmark = pytest.mark.unit
 

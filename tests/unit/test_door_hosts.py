@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.listen import LOOPBACK_NAMES, host_allowed, split_host
+from workers.doors.listen import LOOPBACK_NAMES, host_allowed, split_host
 
 pytestmark = pytest.mark.unit
 

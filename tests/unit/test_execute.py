@@ -14,13 +14,13 @@ from pipelines.errors import PermanentError, Skipped
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
 from tests.support.factories import png_bytes
-from workers.capabilities import CAPABILITIES
+from workers.core.capabilities import CAPABILITIES
+from workers.core.settings import Settings
 from workers.jobs.execute import Job, Redelivered, execute
 from workers.jobs.resources import Resources
 from workers.jobs.stages import RUNNERS, Runner
-from workers.localstore import LocalStore
 from workers.runtime.tasks import claim_retry
-from workers.settings import Settings
+from workers.state.memory import LocalStore
 
 pytestmark = pytest.mark.unit
 

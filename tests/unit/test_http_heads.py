@@ -8,7 +8,7 @@ import h11
 import pytest
 
 from tests.support.raw_http import head, hostile_heads
-from workers.http_heads import BoundedConnection, HeadLimits, HeadRefusal
+from workers.doors.http_heads import BoundedConnection, HeadLimits, HeadRefusal
 
 pytestmark = pytest.mark.unit
 

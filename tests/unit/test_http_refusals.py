@@ -11,8 +11,8 @@ import anyio
 import pytest
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from workers.mcp.asgi import ASGIApp
-from workers.mcp.http_refusals import MAX_TEXT, shape_refusals
+from workers.doors.mcp.asgi import ASGIApp
+from workers.doors.mcp.http_refusals import MAX_TEXT, shape_refusals
 
 pytestmark = pytest.mark.unit
 

@@ -14,12 +14,12 @@ import pytest
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, StageOutcome, Status
 from tests.support.factories import png_bytes, wav_bytes
-from workers.gateway import Admission, QueueFull
+from workers.core.gateway import Admission, QueueFull
+from workers.core.settings import Settings
+from workers.gateways.inline import InlineGateway
 from workers.jobs.execute import Job, execute
-from workers.jobs.inline import InlineGateway
 from workers.jobs.resources import Resources
 from workers.jobs.stages import RUNNERS
-from workers.settings import Settings
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.listen import ListenError, resolve_secret
+from workers.doors.listen import ListenError, resolve_secret
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import pytest
 
 from pipelines.results import Sidecars
 from tests.support import store_contract as contract
-from workers.localstore import LocalStore
+from workers.state.memory import LocalStore
 
 pytestmark = pytest.mark.unit
 

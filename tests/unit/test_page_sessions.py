@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from starlette.requests import Request
 
-from workers.api.errors import ApiError
-from workers.api.page.limiter import OVERFLOW, LoginLimiter, client_key
-from workers.api.page.session import COOKIE, Gate
-from workers.api.page.sessions import SessionTable
+from workers.doors.api.errors import ApiError
+from workers.doors.api.page.limiter import OVERFLOW, LoginLimiter, client_key
+from workers.doors.api.page.session import COOKIE, Gate
+from workers.doors.api.page.sessions import SessionTable
 
 pytestmark = pytest.mark.unit
 

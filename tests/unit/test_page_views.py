@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workers.api.page import views
+from workers.doors.api.page import views
 
 pytestmark = pytest.mark.unit
 

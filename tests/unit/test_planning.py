@@ -10,10 +10,10 @@ import pytest
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey, Status
 from tests.support.factories import png_bytes, wav_bytes
-from workers.capabilities import CAPABILITIES
 from workers.cli.supervisor import plan_concurrency, pool_for
-from workers.reprocess import Selection, Tally, select
-from workers.settings import Settings
+from workers.core.capabilities import CAPABILITIES
+from workers.core.settings import Settings
+from workers.doors.reprocess import Selection, Tally, select
 
 pytestmark = pytest.mark.unit
 CORES = len(os.sched_getaffinity(0))

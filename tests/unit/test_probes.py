@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from workers.core.voices import Voice
 from workers.jobs.probes import PHRASES, probe_speech
-from workers.voices import Voice
 
 pytestmark = pytest.mark.unit
 

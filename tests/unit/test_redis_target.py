@@ -11,9 +11,9 @@ import redis
 import redis.sentinel
 
 from pipelines.errors import ConfigError
-from workers.celery_app import base_app
-from workers.redis_target import RedisTarget, explain, mask, parse_hostport
-from workers.settings import Settings
+from workers.broker.celery_config import base_app
+from workers.broker.target import RedisTarget, explain, mask, parse_hostport
+from workers.core.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -132,9 +132,9 @@ def test_base_app_takes_the_broker_options_from_the_target(tmp_path: Path) -> No
     assert options["master_name"] == "mymaster" and options["socket_keepalive"] is True
     assert options["visibility_timeout"] > 1800  # still above the longest hard limit
     assert app.conf.worker_cancel_long_running_tasks_on_connection_loss is False
-    assert app.conf.broker_transport == "workers.broker_transport:SentinelTransport"
+    assert app.conf.broker_transport == "workers.broker.transport:SentinelTransport"
     assert base_app(settings(redis_url="redis://h:1/0")).conf.broker_transport == (
-        "workers.broker_transport:Transport"
+        "workers.broker.transport:Transport"
     )
     app.close()
 

@@ -11,8 +11,8 @@ from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.sniff import Format
 from tests.support.factories import wav_bytes
-from workers.reprocess import Selection, Tally, mark_earlier_outputs, select
-from workers.settings import Settings
+from workers.core.settings import Settings
+from workers.doors.reprocess import Selection, Tally, mark_earlier_outputs, select
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ import pytest
 from mcp.server.connection import Connection
 from pydantic import ValidationError
 
-from workers.mcp.peers import Peer, RequestPeers
-from workers.settings import McpSettings
+from workers.core.settings import McpSettings
+from workers.doors.mcp.peers import Peer, RequestPeers
 
 pytestmark = pytest.mark.unit
 

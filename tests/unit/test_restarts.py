@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from workers.broker_transport import BrokerUnwritable, refuses_writes
+from workers.broker.transport import BrokerUnwritable, refuses_writes
 from workers.cli.restarts import Backoff, how_it_ended
 
 pytestmark = pytest.mark.unit

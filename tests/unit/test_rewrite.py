@@ -14,7 +14,7 @@ from pipelines.render import job_notes
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.rewrite import MediaPolicy, RewritePolicy, media_uri, rewrap, rewrite_result
 from tests.support.factories import audio_block, image_block, png_bytes, result, wav_bytes
-from workers.client import JobHandle
+from workers.gateways.cluster import JobHandle
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.settings import Settings
+from workers.core.settings import Settings
 
 pytestmark = pytest.mark.unit
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from pipelines.speech.chunks import Chunk, plan, split_head
 from pipelines.speech.text import prepare
 from pipelines.speech.text_zh import prepare_zh
-from workers.configs import KOKORO_REVISION, _kokoro_part, tts_config, tts_version
-from workers.settings import Settings, TtsSettings
+from workers.core.settings import Settings, TtsSettings
+from workers.core.stage_configs import KOKORO_REVISION, _kokoro_part, tts_config, tts_version
 
 pytestmark = pytest.mark.unit
 

@@ -9,9 +9,9 @@ import pytest
 
 from pipelines.errors import ConfigError
 from pipelines.speech.layout import Engine, choose_engine, detect_stt, detect_tts, stt_engine
-from workers.configs import stt_config, stt_version, tts_version
+from workers.core.settings import Settings
+from workers.core.stage_configs import stt_config, stt_version, tts_version
 from workers.provisioning.models import list_models
-from workers.settings import Settings
 
 pytestmark = pytest.mark.unit
 

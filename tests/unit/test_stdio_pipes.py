@@ -10,7 +10,7 @@ import threading
 import anyio
 import pytest
 
-from workers.mcp.stdio_pipes import PipeLines, PipeWriter, is_pipe
+from workers.doors.mcp.stdio_pipes import PipeLines, PipeWriter, is_pipe
 
 pytestmark = pytest.mark.unit
 

@@ -19,8 +19,8 @@ from pipelines.speech.chinese_script import split_language
 from pipelines.speech.config import SttConfig
 from pipelines.speech.stt import leading_silence, transcribe
 from pipelines.speech.transcript import Segment, Transcript
-from workers.api.transcribe import verbose
-from workers.configs import stt_keyed, stt_options
+from workers.core.stage_configs import stt_keyed, stt_options
+from workers.doors.api.transcribe import verbose
 
 pytestmark = pytest.mark.unit
 

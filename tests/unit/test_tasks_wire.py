@@ -15,9 +15,9 @@ import pytest
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from workers.mcp.tasks import TaskParams, Tasks
-from workers.mcp.tasks_wire import PAGE, RELATED, HandshakeTasks
-from workers.settings import McpSettings
+from workers.core.settings import McpSettings
+from workers.doors.mcp.tasks import TaskParams, Tasks
+from workers.doors.mcp.tasks_wire import PAGE, RELATED, HandshakeTasks
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""An HTTP upstream's answers bounded as they stream (workers.mcp.upstream_http): whole SSE
+"""An HTTP upstream's answers bounded as they stream (workers.doors.mcp.upstream_http): whole SSE
 events within the cap whatever their line ends and however the bytes are cut, an event or
 JSON body past it replaced by a JSON-RPC error for the request it answered."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from workers.mcp.upstream_http import BoundedTransport, _Bound
+from workers.doors.mcp.upstream_http import BoundedTransport, _Bound
 
 pytestmark = pytest.mark.unit
 

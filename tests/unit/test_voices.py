@@ -10,12 +10,12 @@ import pytest
 
 from pipelines.speech.blend import BlendError, Part, canonical, mix, parse_blend
 from pipelines.speech.request import SynthesisRequest
-from workers.api.context import ApiContext
-from workers.api.errors import ApiError
-from workers.api.speech import _request
-from workers.configs import tts_model
-from workers.settings import Settings
-from workers.voices import VoiceNotFound, aliases, prepared_voices, resolve_voice
+from workers.core.settings import Settings
+from workers.core.stage_configs import tts_model
+from workers.core.voices import VoiceNotFound, aliases, prepared_voices, resolve_voice
+from workers.doors.api.context import ApiContext
+from workers.doors.api.errors import ApiError
+from workers.doors.api.speech import _request
 
 pytestmark = pytest.mark.unit
 

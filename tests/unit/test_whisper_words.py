@@ -25,8 +25,8 @@ from pipelines.engines.whisper_words import (
 from pipelines.errors import PermanentError
 from pipelines.results import processor_version
 from pipelines.speech.transcript import Segment, Transcript, Word, to_srt, to_vtt
-from workers.api.transcribe import openai_words
-from workers.configs import stt_keyed, stt_options
+from workers.core.stage_configs import stt_keyed, stt_options
+from workers.doors.api.transcribe import openai_words
 
 pytestmark = pytest.mark.unit
 

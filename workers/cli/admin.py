@@ -13,7 +13,7 @@ from workers.cli.common import (
     print_json,
     say,
 )
-from workers.settings import Settings
+from workers.core.settings import Settings
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
@@ -43,7 +43,7 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import datetime
 
     from pipelines.media import MediaKind
-    from workers.reprocess import AlreadyRunning, Selection, run
+    from workers.doors.reprocess import AlreadyRunning, Selection, run
 
     kinds = {
         "image": (MediaKind.IMAGE,),
@@ -84,10 +84,10 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from workers.cli.supervisor import run_worker
-    from workers.runtime.app import create_app
+    from workers.runtime.worker_app import create_app
 
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
-    from workers.capabilities import QUEUES
+    from workers.core.capabilities import QUEUES
 
     unknown = set(queues) - set(QUEUES)
     if unknown or not queues:
@@ -102,7 +102,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
     """Stop the embedded broker of MCP_MEDIA_HOME; exit 0 whether or not one was running."""
-    from workers.broker import running_embedded, stop_embedded
+    from workers.broker.embedded import running_embedded, stop_embedded
 
     running = running_embedded(settings.home)
     if running is None:
@@ -137,7 +137,7 @@ def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
 def _live_workers(settings: Settings, url: str) -> list[str]:
     import redis
 
-    from workers.store import redis_store
+    from workers.state.store import redis_store
 
     store = redis_store(settings, url)
     try:

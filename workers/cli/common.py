@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from pipelines.ingest import ALL_CAPABILITIES
 from pipelines.media import Capability, JobRequest
 from pipelines.render import json_safe
-from workers.settings import Settings
+from workers.core.settings import Settings
 
 if TYPE_CHECKING:
-    from workers.client import JobHandle, MediaClient
-    from workers.storage import Storage
+    from workers.files.shared import Storage
+    from workers.gateways.cluster import JobHandle, MediaClient
 
 EXIT_USAGE = 2
 
@@ -93,7 +93,7 @@ def say(line: str) -> None:
 def check_storage(settings: Settings) -> Storage:
     """What nodes share besides Redis: a missing bucket or refused credentials is one line
     now, not a failed job later. Returns the checked storage, for the client to reuse."""
-    from workers.storage import open_storage
+    from workers.files.shared import open_storage
 
     storage = open_storage(settings)
     storage.blobs.check()
@@ -109,7 +109,7 @@ def broker_for(settings: Settings) -> str:
 def _broker(settings: Settings) -> str:
     """The broker URL; says so once when this call started the embedded one (it keeps
     running after the command, for the next one: `mcp-media down` stops it)."""
-    from workers.broker import checked_broker
+    from workers.broker.embedded import checked_broker
 
     broker = checked_broker(settings)
     if broker.started:
@@ -121,7 +121,7 @@ def _broker(settings: Settings) -> str:
 
 def connect_client(settings: Settings, *, bounded: bool = False) -> MediaClient:
     """The cluster's gateway (`bounded`: see `MediaClient.connect`)."""
-    from workers.client import MediaClient
+    from workers.gateways.cluster import MediaClient
 
     storage = check_storage(settings)  # checked once, and handed to the client
     return MediaClient.connect(settings, _broker(settings), storage, bounded=bounded)
@@ -137,7 +137,7 @@ def run_jobs(
     if not jobs:
         return []
     if getattr(args, "inline", False):
-        from workers.jobs.inline import run_inline
+        from workers.gateways.inline import run_inline
 
         return run_inline(settings, jobs, trace_id, params=params)
     client = connect_client(settings)

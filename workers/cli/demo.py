@@ -24,10 +24,10 @@ from pipelines.render import pending_line, render_with_jobs
 from pipelines.results import Status
 from workers.cli.supervisor import Child
 from workers.cli.up import start_all, stop_all
-from workers.client import MediaClient
-from workers.configs import store_request, synthesis_request
+from workers.core.settings import Settings
+from workers.core.stage_configs import store_request, synthesis_request
+from workers.gateways.cluster import MediaClient
 from workers.provisioning.models import prepare
-from workers.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SAMPLE = EXAMPLES / "sample_result.json"
@@ -59,7 +59,7 @@ def _proxy_leg(settings: Settings, wait: float) -> str:
     import mcp_types as types
     from mcp import Client, StdioServerParameters
 
-    from workers.broker import broker_url
+    from workers.broker.embedded import broker_url
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEDIA_")}
     env["MCP_MEDIA_HOME"] = str(settings.home)
@@ -94,7 +94,7 @@ def _proxy_leg(settings: Settings, wait: float) -> str:
 
 def _start_page(settings: Settings) -> subprocess.Popen[bytes] | None:
     """`mcp-media serve` on a free loopback port: the jobs page, while the demo runs."""
-    from workers.broker import broker_url
+    from workers.broker.embedded import broker_url
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

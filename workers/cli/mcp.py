@@ -13,9 +13,9 @@ from pipelines.fit import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_RESULT_BYTES, Fit
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
 from workers.cli.common import CliError, print_json
-from workers.jobs.connect import open_gateway
-from workers.mcp.rewriter import DoorOptions, MediaRewriter, failure_reason
-from workers.settings import Settings
+from workers.core.settings import Settings
+from workers.doors.mcp.rewriter import DoorOptions, MediaRewriter, failure_reason
+from workers.gateways.connect import open_gateway
 
 
 def add_door_flags(p: argparse.ArgumentParser, *, serves_links: bool = True) -> None:
@@ -173,9 +173,9 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> int:
     from pathlib import Path
 
-    from workers.listen import ListenError, check_free
-    from workers.mcp.http import parse_listen, resolve_token, serve_http
-    from workers.mcp.serve import build_proxy, serve_stdio
+    from workers.doors.listen import ListenError, check_free
+    from workers.doors.mcp.http import parse_listen, resolve_token, serve_http
+    from workers.doors.mcp.serve import build_proxy, serve_stdio
 
     listen = token = None
     if args.http:
@@ -201,7 +201,7 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
 def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from workers.mcp.upstream import ConfigFileError, UpstreamSpec, read_config
+    from workers.doors.mcp.upstream import ConfigFileError, UpstreamSpec, read_config
 
     command = list(args.command)
     if command and command[0] == "--":

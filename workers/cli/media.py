@@ -30,7 +30,7 @@ from workers.cli.common import (
     read_text,
     run_jobs,
 )
-from workers.settings import Settings
+from workers.core.settings import Settings
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
@@ -131,7 +131,7 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.configs import store_request, synthesis_request
+    from workers.core.stage_configs import store_request, synthesis_request
 
     text = read_text(args.text)
     # The text rules are cheap and bounded: refuse text that cannot be spoken here, in one
@@ -139,7 +139,7 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
     prepare(text, settings.tts.max_chars)
     if args.voice:
         from pipelines.errors import ConfigError
-        from workers.voices import VoiceNotFound, resolve_voice
+        from workers.core.voices import VoiceNotFound, resolve_voice
 
         try:  # an unknown voice: one line, here (a client without models: the worker's)
             args.voice = resolve_voice(settings, args.voice, here=False)

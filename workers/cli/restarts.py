@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.errors import ConfigError
-from workers.broker import Broker, ensure_embedded, running_embedded
+from workers.broker.embedded import Broker, ensure_embedded, running_embedded
 from workers.cli.supervisor import Child
 
 FIRST_DELAY = 1.0

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from workers.cli.common import CliError, connect_client
-from workers.listen import ListenError, check_free, resolve_secret
-from workers.settings import Settings
+from workers.core.settings import Settings
+from workers.doors.listen import ListenError, check_free, resolve_secret
 
 KEY_FILE = "api-key"
 
@@ -29,7 +29,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     import uvicorn
 
-    from workers.api.app import create_app, http_protocol
+    from workers.doors.api.app import create_app, http_protocol
 
     where = "MCP_MEDIA_API__KEY" if given else str(settings.home / KEY_FILE)
     shown = f"[{host}]" if ":" in host else host

@@ -8,7 +8,7 @@ from pipelines.errors import PermanentError
 from pipelines.ingest import validate_image
 from pipelines.media import BlobError, MediaKind, StoredBlob
 from pipelines.sniff import Format
-from workers.settings import Settings
+from workers.core.settings import Settings
 
 
 def store_file(settings: Settings, path: Path, kind: str) -> StoredBlob:

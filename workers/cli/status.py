@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.broker import broker_url
-from workers.capabilities import CAPABILITIES, QUEUES
-from workers.redis_target import RedisTarget
-from workers.settings import Settings
-from workers.storage import open_storage
-from workers.store import redis_store
+from workers.broker.embedded import broker_url
+from workers.broker.target import RedisTarget
+from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.settings import Settings
+from workers.files.shared import open_storage
+from workers.state.store import redis_store
 
 
 def collect(settings: Settings, url: str | None = None) -> dict[str, Any]:

@@ -18,9 +18,9 @@ from typing import Any, BinaryIO
 from pipelines.errors import PermanentError
 from pipelines.media import Capability
 from pipelines.render import audio_tag
-from workers import keys
 from workers.cli.common import connect_client
-from workers.settings import Settings
+from workers.core import keys
+from workers.core.settings import Settings
 
 WAIT = 600.0  # seconds the command waits for its job (its stream, or its result)
 RESULT_AFTER_END = 10.0  # seconds to wait for the stored result after the last chunk
@@ -77,7 +77,7 @@ def _job(
     settings: Settings, text: str, args: argparse.Namespace, info: dict[str, Any]
 ) -> Iterator[bytes]:
     """The job's pages as its worker writes them; the stored file when it is answered."""
-    from workers.configs import store_request, synthesis_request
+    from workers.core.stage_configs import store_request, synthesis_request
 
     params = synthesis_request(text, settings, "ogg", args.speed, args.voice)
     request = store_request(settings, params)

@@ -19,9 +19,9 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init
 
-from workers.capabilities import CAPABILITIES
-from workers.lifeline import dies_with_this_process
-from workers.settings import Settings
+from workers.core.capabilities import CAPABILITIES
+from workers.core.settings import Settings
+from workers.runtime.lifeline import dies_with_this_process
 
 log = logging.getLogger(__name__)
 

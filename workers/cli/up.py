@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from workers.broker import Broker, checked_broker, stop_embedded
-from workers.capabilities import QUEUES
+from workers.broker.embedded import Broker, checked_broker, stop_embedded
+from workers.broker.target import RedisTarget
 from workers.cli.restarts import BrokerKeeper, Supervised
 from workers.cli.supervisor import (
     Child,
@@ -20,9 +20,9 @@ from workers.cli.supervisor import (
     spawn_worker,
     stop_children,
 )
-from workers.lifeline import dies_with_this_process
-from workers.redis_target import RedisTarget
-from workers.settings import Settings
+from workers.core.capabilities import QUEUES
+from workers.core.settings import Settings
+from workers.runtime.lifeline import dies_with_this_process
 
 TICK = 0.5
 

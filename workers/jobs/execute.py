@@ -16,14 +16,14 @@ from typing import Any
 
 from pipelines.errors import PermanentError, Skipped, Stopped, TransientError, causes, disk_full
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
-from workers.blobs import BlobRef
-from workers.capabilities import CAPABILITIES, CapabilitySpec
-from workers.gateway import answers
-from workers.job_control import CANCELLED, Cancelled, cancel_requested, running_job
+from workers.core.capabilities import CAPABILITIES, CapabilitySpec
+from workers.core.gateway import answers
+from workers.core.settings import Settings
+from workers.files.blobs import BlobRef
 from workers.jobs.resources import Resources
 from workers.jobs.stages import RUNNERS, Runner
-from workers.settings import Settings
-from workers.store import Claim, ResultStore
+from workers.state.cancellation import CANCELLED, Cancelled, cancel_requested, running_job
+from workers.state.store import Claim, ResultStore
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The probes that prove a process can serve a capability, run once in a throwaway process
-before a worker consumes anything (`workers.runtime.probe`).
+before a worker consumes anything (`workers.runtime.readiness`).
 
 The speech-to-text probe speaks a known phrase and must hear it back. The phrase, and the
 voice that speaks it, are in a language the recognizer takes: the configured voice when it
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pipelines.errors import ConfigError
 from pipelines.speech.chinese_script import split_language
+from workers.core.voices import Voice, prepared_voices
 from workers.jobs.resources import Resources
-from workers.voices import Voice, prepared_voices
 
 # language -> (what is said, words of it that must be heard: either script for Chinese)
 PHRASES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -95,7 +95,7 @@ def probe_stt(resources: Resources) -> str:
 
     from pipelines.engines.registry import load_tts
     from pipelines.speech.audio import decode_audio, write_wav
-    from workers.configs import stt_config, tts_config
+    from workers.core.stage_configs import stt_config, tts_config
 
     settings = resources.settings
     transcriber, _ = resources.transcriber()

@@ -8,18 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.engines.registry import vision_provider
 from pipelines.vision import VisionProvider
-from workers.blobs import LocalBlobs
-from workers.configs import stt_options, vision_config
-from workers.node_cache import NodeCache
-from workers.settings import Settings
-from workers.storage import open_storage
-from workers.store import ResultStore, redis_store
+from workers.core.settings import Settings
+from workers.core.stage_configs import stt_options, vision_config
+from workers.files.blobs import LocalBlobs
+from workers.files.node_cache import NodeCache
+from workers.files.shared import open_storage
+from workers.state.store import ResultStore, redis_store
 
 if TYPE_CHECKING:
     from pipelines.speech.stt import Transcriber
     from pipelines.speech.tts import TextToSpeech
     from pipelines.speech.vad import SpeechDetector
-    from workers.capabilities import CapabilitySpec
+    from workers.core.capabilities import CapabilitySpec
 
 
 class Resources:
@@ -109,3 +109,10 @@ def reset_process() -> None:
     """Forget the parent's resources in a freshly forked child."""
     global _process
     _process = None
+
+
+def local_resources(settings: Settings) -> Resources:
+    """This process's engines with the in-memory store: `--inline` runs and probes."""
+    from workers.state.memory import LocalStore
+
+    return Resources(settings, LocalStore(settings.sidecars()))

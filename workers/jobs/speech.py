@@ -19,9 +19,9 @@ from pipelines.speech.request import SynthesisRequest
 from pipelines.speech.stt import Progress, Transcriber, transcribe
 from pipelines.speech.tts import TextToSpeech
 from pipelines.speech.vad import SpeechDetector
-from workers.blobs import BlobRef
-from workers.configs import engine_named, stt_config, tts_config, tts_model
-from workers.settings import Settings
+from workers.core.settings import Settings
+from workers.core.stage_configs import engine_named, stt_config, tts_config, tts_model
+from workers.files.blobs import BlobRef
 
 # A voice is a folder name under the models root, never a path.
 _VOICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -16,12 +16,12 @@ from pipelines.errors import Stopped
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import summarize_image
-from workers.blobs import BlobRef
-from workers.configs import stt_options
-from workers.job_control import checkpoint, stop_asked
+from workers.core.stage_configs import stt_options
+from workers.files.blobs import BlobRef
 from workers.jobs.probes import probe_stt, probe_tts, probe_vision
 from workers.jobs.resources import Resources
 from workers.jobs.speech import run_synthesize, run_transcribe
+from workers.state.cancellation import checkpoint, stop_asked
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,6 @@ RUNNERS: Mapping[Capability, Runner] = {
 
 
 def for_queue(queue: str) -> Runner:
-    from workers.capabilities import for_queue as spec_for_queue
+    from workers.core.capabilities import for_queue as spec_for_queue
 
     return RUNNERS[spec_for_queue(queue).capability]

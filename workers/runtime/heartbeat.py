@@ -16,8 +16,8 @@ from celery import Celery
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from workers import keys
-from workers.redis_target import RedisTarget
+from workers.broker.target import RedisTarget
+from workers.core import keys
 from workers.runtime.recovery import (
     HEARTBEAT_SECONDS,
     STALL_SECONDS,
@@ -27,7 +27,7 @@ from workers.runtime.recovery import (
     renew_leases,
     sweep,
 )
-from workers.store import RedisStore
+from workers.state.store import RedisStore
 
 log = logging.getLogger("mcp_media.recovery")
 

@@ -29,9 +29,9 @@ import redis
 from celery import Celery
 
 from pipelines.results import ResultKey
-from workers import keys
-from workers.journal import JobJournal
-from workers.store import RedisStore
+from workers.core import keys
+from workers.files.journal import JobJournal
+from workers.state.store import RedisStore
 
 log = logging.getLogger("mcp_media.recovery")
 

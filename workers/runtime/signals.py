@@ -69,7 +69,7 @@ def _on_process_init(app: Celery) -> None:
     """In each forked child: drop the parent's state, then load this child's engines."""
 
     from workers.jobs.stages import for_queue
-    from workers.lifeline import die_with_parent
+    from workers.runtime.lifeline import die_with_parent
 
     # A pool child outlives nothing: if its worker is SIGKILLed, it goes too (no orphan
     # holding a job whose message the broker hands out again).
@@ -89,7 +89,7 @@ _heartbeat: Any = None
 def _start_heartbeat(app: Celery, consumer: Any = None) -> None:
     global _heartbeat
     from workers.runtime.heartbeat import Heartbeat
-    from workers.store import redis_store
+    from workers.state.store import redis_store
 
     settings = app.conf.mcp_media_settings
     _heartbeat = Heartbeat(app, redis_store(settings, app.conf.broker_url), consumer)
@@ -112,7 +112,7 @@ def _on_received(request: Any = None, **_: Any) -> None:
 def _hold_paused(app: Celery) -> None:
     """Queues paused on the jobs page are not consumed from the start: a worker started
     during a pause takes none of their jobs (its heartbeat consumes them once resumed)."""
-    from workers.store import redis_store
+    from workers.state.store import redis_store
 
     store = redis_store(app.conf.mcp_media_settings, app.conf.broker_url)
     try:

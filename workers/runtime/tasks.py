@@ -13,13 +13,13 @@ from celery import Celery, Task
 
 from pipelines.errors import PermanentError
 from pipelines.results import EnvelopeJson, ResultKey
-from workers.blobs import BlobRef
-from workers.capabilities import CAPABILITIES, CapabilitySpec
+from workers.core.capabilities import CAPABILITIES, CapabilitySpec
+from workers.files.blobs import BlobRef
 from workers.jobs import resources
 from workers.jobs.execute import Job, Redelivered, execute, give_up
 from workers.jobs.stages import Runner
 from workers.runtime.recovery import drop_lease
-from workers.store import RedisStore
+from workers.state.store import RedisStore
 
 CLAIM_RETRY_COUNTDOWN = 2.0  # the first retry of a held key; doubles up to the claim TTL
 

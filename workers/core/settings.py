@@ -1,0 +1,414 @@
+"""The one Settings object: environment prefix MCP_MEDIA_, nested sections with `__`.
+
+Settings are read once, at the edge (CLI, worker start), and turned into the frozen
+dataclasses the pipeline stages take.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from pipelines.cache import DEFAULT_MAX_BLOB_BYTES, CacheLimits, MediaCache
+from pipelines.errors import ConfigError
+from pipelines.results import Sidecars
+
+
+def confine_process(home: Path) -> None:
+    """Keep what native libraries write inside `home`, for this process and its children.
+
+    onnxruntime (the OCR engine's) starts a telemetry client when it is imported: it writes
+    `$XDG_CACHE_HOME/Microsoft/DeveloperTools/.onnxruntime/{onnxruntime.db,deviceid}` and
+    `$TMPDIR/.ses` (O_TRUNC, following symlinks). `ORT_DISABLE_TELEMETRY=1` stops all of it;
+    XDG_CACHE_HOME and TMPDIR under the home keep anything else a library caches or
+    spools there. MCP_MEDIA_HOME is exported too, so a child that would derive its home
+    from XDG_CACHE_HOME finds the same one. Call it at the process edge (the CLI, the
+    Celery app), before any engine is imported: pipelines/ reads no environment.
+    """
+    for name in _CONFINED:
+        _USER_ENV.setdefault(name, os.environ.get(name))
+    runtime = home / "runtime"
+    cache, tmp = runtime / "xdg-cache", runtime / "tmp"
+    for folder in (home, runtime, cache, tmp):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.environ["MCP_MEDIA_HOME"] = str(home)
+    os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = None  # tempfile reads TMPDIR again on its next use
+
+
+_CONFINED = ("MCP_MEDIA_HOME", "ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME", "TMPDIR")
+_USER_ENV: dict[str, str | None] = {}  # their values before `confine_process`
+_COERCED_LOCALES = frozenset({"C.UTF-8", "C.utf8", "UTF-8"})
+
+
+def user_environment() -> dict[str, str]:
+    """The environment the user started us with, for a program run on their behalf (an
+    upstream MCP server): without what `confine_process` set, without the LC_CTYPE that
+    Python's C-locale coercion (PEP 538) adds, and without the MCP_MEDIA_ settings."""
+    env = dict(os.environ)
+    for name, value in _USER_ENV.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    coerced = (
+        env.get("LC_CTYPE") in _COERCED_LOCALES
+        and not env.get("LC_ALL")
+        and env.get("LANG") in (None, "", "C", "POSIX")
+    )
+    if coerced:
+        env.pop("LC_CTYPE")
+    return {k: v for k, v in env.items() if not k.startswith("MCP_MEDIA_")}
+
+
+def default_home() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "mcp-media"
+
+
+class VisionSettings(BaseModel):
+    enabled: bool = True
+    # auto: `openai` when a base URL is configured, else `local` (Pillow facts + OCR).
+    provider: Literal["auto", "openai", "local", "none"] = "auto"
+    base_url: str | None = None
+    api_key: SecretStr = SecretStr("")
+    model: str | None = None
+    prompt: str | None = None
+    timeout: float = Field(default=20.0, gt=0)
+    max_side: int = Field(default=1568, ge=64)
+    max_concurrency: int = Field(default=4, ge=1)
+    max_output_chars: int = Field(default=4000, ge=100)
+    min_side: int = Field(default=16, ge=1)
+    concurrency: int = Field(default=4, ge=1)  # threads per vision worker
+    auxiliary_model: str | None = None  # AUXILIARY_VISION_MODEL, read with the settings
+
+    @property
+    def resolved_provider(self) -> Literal["openai", "local", "none"]:
+        if not self.enabled or self.provider == "none":
+            return "none"
+        if self.provider == "auto":
+            return "openai" if self.base_url else "local"
+        return self.provider
+
+    def resolved_model(self) -> str:
+        """Settings, then AUXILIARY_VISION_MODEL, then a configuration error."""
+        model = self.model or self.auxiliary_model
+        if not model:
+            raise ConfigError(
+                "vision provider `openai` needs a model: set MCP_MEDIA_VISION__MODEL "
+                "or AUXILIARY_VISION_MODEL"
+            )
+        return model
+
+
+class SpeechSettings(BaseModel):
+    model_dir: Path | None = None  # default: <home>/models/<default model>
+    # auto: by the model folder's layout (ours: native; sherpa-onnx's release folders:
+    # sherpa-onnx); native: our onnxruntime engines; sherpa-onnx: sherpa-onnx's.
+    engine: Literal["auto", "native", "sherpa-onnx"] = "auto"
+    threads: int = Field(default=1, ge=1)
+    concurrency: int | None = Field(default=None, ge=1)  # default: cores // threads
+
+    def processes(self) -> int:
+        if self.concurrency is not None:
+            return self.concurrency
+        return max(1, len(os.sched_getaffinity(0)) // self.threads)
+
+
+class SttSettings(SpeechSettings):
+    model: str = "whisper-tiny.en"  # folder under <home>/models (model_dir overrides it)
+    language: str = ""  # "": English for .en models, detected by multilingual ones
+    # Mandarin transcripts in this script: simplified, traditional (-tw, -hk) or as-is (as
+    # whisper writes them); a request's language tag (zh-Hant, zh-TW, zh-CN) overrides it.
+    chinese_script: Literal[
+        "simplified", "traditional", "traditional-tw", "traditional-hk", "as-is"
+    ] = "simplified"
+    max_seconds: float = Field(default=7200.0, gt=0)
+    vad_model: Path | None = None  # a silero file or folder; default: <home>/models/silero-vad
+
+
+class TtsSettings(SpeechSettings):
+    max_chars: int = Field(default=20000, ge=1)
+    # A model folder under <home>/models (piper, or Kokoro with its first voice), or a voice
+    # of a Kokoro folder there (af_heart, zf_xiaobei, ...).
+    voice: str = "piper-en_US-joe-medium"
+    speed: float = Field(default=1.0, gt=0.2, le=4.0)
+    format: Literal["ogg", "wav"] = "ogg"
+    noise_scale: float = Field(default=0.667, ge=0)  # 0 and 0: deterministic output
+    noise_scale_w: float = Field(default=0.8, ge=0)
+    # The first sentence's opening clause or this many words spoken alone, for a fast first
+    # audio; 0: the first sentence whole; unset: 4 for Kokoro voices, 0 for piper voices.
+    first_chunk_words: int | None = Field(default=None, ge=0, le=50)
+
+
+class JobSettings(BaseModel):
+    max_deliveries: int = Field(default=3, ge=1)  # redelivery cap before the dead-letter list
+    claim_ttl: float = Field(default=30.0, ge=5)  # renewed while the job runs
+    result_ttl: int = Field(default=7 * 24 * 3600, ge=60)  # Redis index; sidecars stay
+    vision_soft_limit: float = Field(default=45.0, gt=0)
+    speech_soft_limit: float = Field(default=120.0, gt=0)  # plus time per input MiB
+    stt_seconds_per_mib: float = Field(default=150.0, ge=0)
+    tts_seconds_per_mib: float = Field(default=20000.0, ge=0)  # ~20 s per 1000 characters
+    speech_max_limit: float = Field(default=1800.0, gt=0)  # 2 h of audio at RTF 0.25
+    high_water: int = Field(default=500, ge=1)  # reprocess waits while a queue holds more
+
+
+class ApiSettings(BaseModel):
+    """`mcp-media serve`: the HTTP API (OpenAI audio) and the jobs page."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, gt=0, lt=65536)
+    # Bearer key of /v1/* and the page's login. Unset: generated once in <home>/api-key,
+    # loopback only; a non-loopback address is refused without one.
+    key: SecretStr = SecretStr("")
+    max_upload_mb: float = Field(default=25.0, gt=0)
+    # Seconds a request waits for its job (then 504); a new job expected to finish later, by
+    # the work ahead of it, is refused at once (429 rate_limit_exceeded with Retry-After).
+    wait: float = Field(default=300.0, gt=0)
+    retry_after: int = Field(default=5, ge=1)  # the Retry-After of a 429 (queue over high water)
+    # OpenAI voice names (alloy, echo, ...) -> prepared voices; unnamed ones: tts.voice when
+    # it speaks English, else the first English voice prepared.
+    voices: dict[str, str] = Field(default_factory=dict)
+    # /v1/audio/voices and /v1/audio/models without the key on a loopback bind (Open WebUI
+    # asks for them without one); false: keyed like the rest. Off loopback: always keyed.
+    public_catalog: bool = True
+    max_speech_request_kb: int = Field(default=256, ge=1)  # JSON body of /v1/audio/speech
+    # A request's line and header fields together (and at most 100 fields): past it, 431.
+    max_header_kb: int = Field(default=16, ge=1)
+    # Seconds a request's line and headers may take to arrive once begun, and then each piece
+    # of its body: past it, 408 and the connection closed (a client that stalled mid-head or
+    # mid-upload held its connection, and the upload's file, for good).
+    head_timeout: float = Field(default=30.0, gt=0)
+    # Jobs-page logins held at once (each lives 7 days); past it the oldest is logged out.
+    page_sessions: int = Field(default=1000, ge=1)
+    # Reverse proxies whose X-Forwarded-For/-Proto are believed (addresses or networks,
+    # comma-separated). Unset: none, so a client cannot name its own address (the login limit).
+    trusted_proxies: str = ""
+    # The door's Redis: a broker that does not connect, or does not answer, is a 503 within
+    # about these seconds (never the half minute the workers' client rides out). The read
+    # bound stays above the door's blocking reads (stream reads block 500 ms).
+    broker_connect_timeout: float = Field(default=0.5, gt=0)
+    broker_timeout: float = Field(default=1.5, ge=1.0)
+
+
+class McpSettings(BaseModel):
+    """The MCP door (`proxy`, `mcp`): bounds on its upstreams and its HTTP sessions."""
+
+    # Seconds an upstream tool call may go without answering; each progress notification
+    # it sends starts the count again. Past it: a JSON-RPC error, and the call is cancelled.
+    call_timeout: float = Field(default=300.0, gt=0)
+    # One upstream message (a line on stdio). A result carrying one blob at the cache's
+    # max_blob_bytes (50 MiB, ~67 MiB as base64) fits with room to spare; past it the
+    # message is discarded as it streams by and its call gets a JSON-RPC error.
+    max_upstream_message_mb: float = Field(default=128.0, gt=0)
+    # HTTP sessions: closed after this many idle seconds; past `max_sessions` open ones a
+    # new client gets 503 (a live client's session is never evicted).
+    session_idle_timeout: float = Field(default=600.0, gt=0)
+    max_sessions: int = Field(default=500, ge=1)
+    # The HTTP door: a request's line and header fields together (at most 100 fields): past
+    # it, 431 with a JSON-RPC error.
+    max_header_kb: int = Field(default=16, ge=1)
+    # Seconds a request's head, and then each piece of its body, may take to arrive: past
+    # it, 408 with a JSON-RPC error and the connection closed.
+    head_timeout: float = Field(default=30.0, gt=0)
+    # 2026-07-28 requests over HTTP (no session to tell clients apart): `request` gives each
+    # its own upstream sessions (no client sees another's upstream state; at most
+    # `max_sessions` at once); `shared` gives them all one set, for upstreams that keep no
+    # per-session state (the clients then see each other's: subscriptions, a session
+    # resource, a log level). `spare_sessions` sets are started ahead (counted within
+    # `max_sessions`) so a request need not wait for its upstreams to start; 0: none.
+    modern_sessions: str = "request"
+    spare_sessions: int = Field(default=1, ge=0, le=16)
+    # MCP tasks (the io.modelcontextprotocol/tasks extension): at most `max_tasks` held at
+    # once (finished ones give way to new ones, oldest first); each kept `task_ttl` seconds.
+    max_tasks: int = Field(default=1000, ge=1)
+    task_ttl: float = Field(default=3600.0, gt=0)
+    # Results held by finished tasks (speech comes inline): past this, oldest results go.
+    task_results_mb: float = Field(default=256.0, gt=0)
+
+    @field_validator("modern_sessions")
+    @classmethod
+    def _modern_sessions(cls, value: str) -> str:
+        if value not in ("request", "shared"):
+            raise ValueError(
+                "MCP_MEDIA_MCP__MODERN_SESSIONS must be 'request' (each 2026-07-28 request "
+                "over HTTP gets upstream sessions of its own) or 'shared' (one set for all, "
+                f"for upstreams that keep no per-session state), not {value!r}"
+            )
+        return value
+
+    @property
+    def max_upstream_message_bytes(self) -> int:
+        return int(self.max_upstream_message_mb * 1024 * 1024)
+
+
+class StoreSettings(BaseModel):
+    """Where blobs, result sidecars and the job journal live for every node.
+
+    Unset `url`: this machine's home (the local cache, `results/`, `jobs/`); nodes then share
+    them only through one mounted volume. `s3://BUCKET[/PREFIX]`: an S3 bucket, reached with
+    the standard AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION
+    variables; each node keeps local copies of what it reads within `local_budget_mb`.
+    """
+
+    url: str | None = None
+    endpoint_url: str | None = None  # AWS_ENDPOINT_URL (AWS_ENDPOINT_URL_S3 first)
+    access_key_id: str | None = None  # AWS_ACCESS_KEY_ID
+    secret_access_key: SecretStr = SecretStr("")  # AWS_SECRET_ACCESS_KEY
+    session_token: SecretStr = SecretStr("")  # AWS_SESSION_TOKEN
+    region: str | None = None  # AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1
+    timeout: float = Field(default=30.0, gt=0)  # seconds per request
+    local_budget_mb: float = Field(default=5120.0, gt=0)  # fetched copies kept on this node
+
+    @field_validator("url")
+    @classmethod
+    def _s3_url(cls, url: str | None) -> str | None:
+        if url is not None and url.strip() == "":
+            return None
+        if url is not None and not url.startswith("s3://"):
+            raise ValueError(f"MCP_MEDIA_STORE__URL must be s3://BUCKET[/PREFIX], not {url!r}")
+        return url
+
+
+# The standard variables of S3 tools, read into the store settings unless those are set.
+_AWS_ENV = (
+    ("AWS_ENDPOINT_URL_S3", "endpoint_url"),
+    ("AWS_ENDPOINT_URL", "endpoint_url"),
+    ("AWS_ACCESS_KEY_ID", "access_key_id"),
+    ("AWS_SECRET_ACCESS_KEY", "secret_access_key"),
+    ("AWS_SESSION_TOKEN", "session_token"),
+    ("AWS_REGION", "region"),
+    ("AWS_DEFAULT_REGION", "region"),
+)
+
+
+# The environment `Settings.from_env` reads instead of os.environ, for this context only.
+_given_env: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "given_env", default=None
+)
+
+
+class _GivenEnvSource(EnvSettingsSource):
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        env = dict(_given_env.get() or os.environ)
+        # The agent platforms' own variable is honoured as the vision model fallback.
+        aux = env.get("AUXILIARY_VISION_MODEL")
+        if aux:
+            env.setdefault("MCP_MEDIA_VISION__AUXILIARY_MODEL", aux)
+        for name, field in _AWS_ENV:
+            if env.get(name):
+                env.setdefault(f"MCP_MEDIA_STORE__{field.upper()}", env[name])
+        return {key.lower(): value for key, value in env.items()}
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="MCP_MEDIA_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    home: Path = Field(default_factory=default_home)
+    redis_url: str | None = None
+    # How to reach Redis beyond its URL (workers.broker.target turns all of these into
+    # connections for the store and for Celery alike). ACL user and password: in the URL.
+    # TLS: a rediss:// URL, or any of the three files, verifies the server's certificate.
+    redis_ca_certs: Path | None = None  # the CA that signed the server's certificate
+    redis_certfile: Path | None = None  # a client certificate, when the server asks for one
+    redis_keyfile: Path | None = None
+    # Sentinel: `host:port,host:port`. The URL (optional then) gives only the scheme, user,
+    # password and database of the master; a `sentinel://h1:p1;sentinel://h2:p2` URL works too.
+    redis_sentinels: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    redis_master_name: str = "mymaster"
+    redis_sentinel_password: SecretStr = SecretStr("")  # the sentinels' own requirepass
+    # JSON laid over Celery's broker_transport_options, e.g. {"visibility_timeout": 7200}.
+    redis_transport_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("redis_sentinels", mode="before")
+    @classmethod
+    def _sentinel_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # `h1:p1,h2:p2`, or a JSON list
+            if value.lstrip().startswith("["):
+                return json.loads(value)
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _sentinel_url(self) -> Settings:
+        # With sentinels alone, the URL names the master: never the embedded broker.
+        if self.redis_sentinels and not self.redis_url:
+            self.redis_url = f"redis://{self.redis_master_name}/0"
+        return self
+
+    max_blob_bytes: int = Field(default=DEFAULT_MAX_BLOB_BYTES, gt=0)
+    vision: VisionSettings = Field(default_factory=VisionSettings)
+    stt: SttSettings = Field(default_factory=SttSettings)
+    tts: TtsSettings = Field(default_factory=TtsSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, home: Path) -> Path:
+        # Workers, the embedded broker and model recipes run in other folders: a relative
+        # MCP_MEDIA_HOME means the folder it names from where the command was started.
+        return home.expanduser().absolute()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _GivenEnvSource(settings_cls))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **values: Any) -> Settings:
+        """Settings read from `env` (default: os.environ) as if it were the environment.
+
+        Tests and parent processes build the settings of another process this way, without
+        touching this process's environment.
+        """
+        token = _given_env.set(dict(os.environ if env is None else env))
+        try:
+            return cls(**values)
+        finally:
+            _given_env.reset(token)
+
+    @property
+    def cache_root(self) -> Path:
+        return self.home / "cache"
+
+    @property
+    def results_root(self) -> Path:
+        return self.home / "results"
+
+    def sidecars(self) -> Sidecars:
+        return Sidecars(self.results_root)
+
+    @property
+    def models_root(self) -> Path:
+        return self.home / "models"
+
+    def media_cache(self) -> MediaCache:
+        return MediaCache(self.cache_root, CacheLimits(max_blob_bytes=self.max_blob_bytes))

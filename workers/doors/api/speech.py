@@ -1,0 +1,180 @@
+"""`/v1/audio/speech`: one TTS job per request (or its stored result), the audio streamed to
+the client as the worker finishes each sentence; `/v1/audio/voices` and `/v1/audio/models`:
+what it can speak with, by name.
+
+The job writes its encoded audio to a Redis stream as it goes (`workers.state.chunks`); this
+process relays it, so the first bytes leave after one sentence's work, not the whole text's.
+A request that joins a job someone else submitted without streaming gets the file once it
+is done. `instructions` is accepted and ignored (piper voices take no style prompt).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from anyio import to_thread
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from pipelines.media import Capability
+from pipelines.results import Envelope
+from pipelines.speech.layout import engine_or_default
+from workers.core import keys
+from workers.core.stage_configs import store_request, synthesis_request, tts_model
+from workers.doors.api import jobs
+from workers.doors.api.bodies import read_json
+from workers.doors.api.catalog import TTS_MODELS, aliases, resolve_voice, tts_models, voices
+from workers.doors.api.context import ApiContext
+from workers.doors.api.errors import ApiError
+from workers.doors.api.models import made_by
+from workers.doors.api.relay import Relay
+
+# OpenAI's response_format -> (the job's format, content type).
+FORMATS = {
+    "mp3": ("mp3", "audio/mpeg"),
+    "opus": ("ogg", "audio/ogg"),
+    "aac": ("aac", "audio/aac"),
+    "flac": ("flac", "audio/flac"),
+    "wav": ("wav", "audio/wav"),
+    "pcm": ("pcm", "audio/pcm"),
+}
+FILE_CHUNK = 64 * 1024
+
+
+def _request(ctx: ApiContext, data: dict[str, Any]) -> tuple[dict[str, Any], str, str, bool]:
+    """(job parameters, content type, stream_format, stream) from an OpenAI speech body."""
+    settings = ctx.settings
+    text = data.get("input")
+    if not isinstance(text, str) or not text.strip():
+        raise ApiError(400, "`input` must be a non-empty string", param="input")
+    if len(text) > settings.tts.max_chars:
+        raise ApiError(
+            400,
+            f"`input` is {len(text)} characters, over the {settings.tts.max_chars} limit",
+            param="input",
+            code="input_too_long",
+        )
+    model = data.get("model", "tts-1")
+    if not isinstance(model, str) or model not in tts_models(settings):
+        raise ApiError(
+            400, f"model {model!r} is not served here (GET /v1/audio/models)", param="model",
+            code="model_not_found",
+        )  # fmt: skip
+    voice = data.get("voice", "alloy")
+    if isinstance(voice, dict):  # {"id": ...}: a custom voice by id
+        voice = voice.get("id")
+    if not isinstance(voice, str):
+        raise ApiError(400, "`voice` must be a voice name", param="voice")
+    # A prepared folder as the model narrows the voice to that folder's voices.
+    chosen = resolve_voice(settings, voice, None if model in TTS_MODELS else model)
+    fmt = data.get("response_format", "mp3")
+    if fmt not in FORMATS:
+        raise ApiError(
+            400, f"response_format must be one of {', '.join(FORMATS)}", param="response_format"
+        )
+    speed = data.get("speed", 1.0)
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not 0.25 <= speed <= 4.0:
+        raise ApiError(400, "speed must be a number from 0.25 to 4.0", param="speed")
+    stream_format = data.get("stream_format", "audio")
+    if stream_format not in ("audio", "sse"):
+        raise ApiError(400, "stream_format must be audio or sse", param="stream_format")
+    stream = data.get("stream", True)  # not OpenAI's: false waits for the whole file
+    job_format, content_type = FORMATS[fmt]
+    params = synthesis_request(text, settings, fmt=job_format, speed=float(speed), voice=chosen)
+    return params, content_type, stream_format, stream is not False
+
+
+async def _file_chunks(path: Path) -> AsyncIterator[bytes]:
+    handle = await to_thread.run_sync(path.open, "rb")
+    try:
+        while chunk := await to_thread.run_sync(handle.read, FILE_CHUNK):
+            yield chunk
+    finally:
+        handle.close()
+
+
+def _sse(audio: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def events() -> AsyncIterator[bytes]:
+        async for chunk in audio:
+            event = {"type": "speech.audio.delta", "audio": base64.b64encode(chunk).decode()}
+            yield f"data: {json.dumps(event)}\n\n".encode()
+        done = {"type": "speech.audio.done", "usage": {"input_tokens": 0, "output_tokens": 0,
+                                                       "total_tokens": 0}}  # fmt: skip
+        yield f"data: {json.dumps(done)}\n\n".encode()
+
+    return events()
+
+
+def _respond(audio: AsyncIterator[bytes], content_type: str, stream_format: str) -> Response:
+    if stream_format == "sse":
+        return StreamingResponse(_sse(audio), media_type="text/event-stream")
+    return StreamingResponse(audio, media_type=content_type)
+
+
+def _output_path(envelope: Envelope, job_id: str) -> Path:
+    return Path(str(jobs.check_done(envelope, job_id)["path"]))
+
+
+def _predicted(ctx: ApiContext, voice: str) -> dict[str, str]:
+    """What will make a stream still being spoken: the voice's folder and its engine."""
+    folder, _ = tts_model(ctx.settings, voice)
+    engine = engine_or_default(ctx.settings.tts.engine, folder, "tts")
+    return made_by({"engine": engine, "model": folder.name})
+
+
+def routes(ctx: ApiContext) -> list[BaseRoute]:
+    async def speech(request: Request) -> Response:
+        api = ctx.settings.api
+        data = await read_json(request, api.max_speech_request_kb * 1024, api.head_timeout)
+        params, content_type, stream_format, stream = _request(ctx, data)
+        blob = await to_thread.run_sync(store_request, ctx.settings, params)
+        client = jobs.client_of(ctx)
+        key = client.key(Capability.AUDIO_SYNTHESIZE, blob.sha256)
+        extra = {"stream": keys.chunks(key)} if stream else None
+        job = await jobs.submit(ctx, Capability.AUDIO_SYNTHESIZE, blob.sha256, blob.path, extra)
+        if job.cached or not stream:
+            done = await jobs.wait(ctx, job)
+            path = _output_path(done, job.handle.id)
+            headers = made_by(done.output)
+            if stream_format == "audio":
+                return FileResponse(path, media_type=content_type, headers=headers)
+            answer = _respond(_file_chunks(path), content_type, stream_format)
+            answer.headers.update(headers)
+            return answer
+        relay = Relay(ctx, job)
+        first, envelope = await relay.first()
+        if envelope is not None:  # a job that streams nothing (joined, or failed first)
+            path = _output_path(envelope, job.handle.id)
+            answer = _respond(_file_chunks(path), content_type, stream_format)
+            answer.headers.update(made_by(envelope.output))
+            return answer
+        answer = _respond(relay.rest(first), content_type, stream_format)
+        answer.headers.update(_predicted(ctx, str(params["voice"])))
+        return answer
+
+    async def list_voices(request: Request) -> JSONResponse:
+        """Open WebUI and Kokoro-FastAPI's shape: `{"voices": [{"id", "name", ...}]}`."""
+        found = await to_thread.run_sync(voices, ctx.settings)
+        listed = [voice.to_json() for voice in found]
+        return JSONResponse({"voices": listed, "aliases": aliases(ctx.settings)})
+
+    async def list_models(request: Request) -> JSONResponse:
+        """OpenAI's model objects under `data`, and under `models` for Open WebUI (which
+        reads `models` from `/audio/models`)."""
+        found = await to_thread.run_sync(tts_models, ctx.settings)
+        data = [
+            {"id": ident, "object": "model", "created": 0, "owned_by": "mcp-media"}
+            for ident in found
+        ]
+        return JSONResponse({"object": "list", "data": data, "models": data})
+
+    return [
+        Route("/v1/audio/speech", speech, methods=["POST"]),
+        Route("/v1/audio/voices", list_voices, methods=["GET"]),
+        Route("/v1/audio/models", list_models, methods=["GET"]),
+    ]

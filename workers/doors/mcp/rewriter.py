@@ -1,0 +1,123 @@
+"""One tool result through the media pipeline for the MCP door: ingest, jobs, rewrite.
+
+Jobs go through the job gateway: the cluster's with a broker (MCP_MEDIA_REDIS_URL, or this
+home's embedded redis-server already running), else the in-process one (`--inline` too);
+either way the caller waits at most `wait` seconds, and results not ready by then say how to
+fetch them later.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+
+from pipelines import ingest
+from pipelines.errors import causes
+from pipelines.fit_cache import FOLDER, FittedCopies
+from pipelines.ingest import NeedsWork
+from pipelines.media import JobRequest, MediaKind
+from pipelines.render import RenderedResult, job_notes
+from pipelines.rewrite import MediaPolicy, RewritePolicy, rewrite_result
+from workers.core.gateway import JobGateway, JobHandle
+from workers.core.settings import Settings
+
+log = logging.getLogger("mcp_media.door")
+
+# How an agent fetches a result later: the media_result tool of this door.
+MCP_FETCH = "the media_result tool (id {id})"
+
+
+def failure_reason(exc: BaseException, gateway: JobGateway | None = None) -> str:
+    """Why a result could not be processed, in one line: the cause `gateway` names (its
+    broker gone or refusing writes, as the HTTP door says it), else the error's type and
+    message."""
+    faults = (gateway.fault(found) for found in causes(exc)) if gateway is not None else ()
+    named = next((fault for fault in faults if fault is not None), None)
+    if named is not None:
+        return " ".join(f"{named[0]}: {named[1]}".split())
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class DoorOptions:
+    policy: RewritePolicy = field(default_factory=RewritePolicy)
+    wait: float = 20.0  # seconds a call waits for summaries and transcripts; 0: never
+    inline: bool = False  # run jobs here even when a broker is reachable (see open_gateway)
+    server: str | None = None  # the upstream's name, for read_resource hints
+
+
+class MediaRewriter:
+    """Rewrites tool results for one door process; safe to call from several threads."""
+
+    def __init__(self, settings: Settings, options: DoorOptions, gateway: JobGateway) -> None:
+        self.settings = settings
+        self.options = options
+        self.gateway = gateway
+        self.copies = FittedCopies(settings.cache_root / FOLDER)  # what `fit` made before
+        log.info("jobs run %s", "in this process" if self.gateway.runs_here else "on the queues")
+
+    def close(self, finish_jobs: bool = False) -> None:
+        """Disconnect; `finish_jobs` lets jobs running here end and write their results."""
+        self.gateway.close(finish_jobs=finish_jobs)
+
+    def rewrite(self, result: Mapping[str, Any], server: str | None = None) -> dict[str, Any]:
+        """The rewritten CallToolResult (wire JSON); raises InvalidToolResult for non-results."""
+        rendered = ingest(
+            result,
+            cache=self.settings.media_cache(),
+            server=server or self.options.server,
+        )
+        handles = self.run(rendered.jobs, self.options.wait)
+        return self._rewritten(result, rendered, handles)
+
+    def _rewritten(
+        self, result: Mapping[str, Any], rendered: RenderedResult, handles: list[JobHandle]
+    ) -> dict[str, Any]:
+        notes = job_notes(handles, MCP_FETCH)
+        return rewrite_result(result, rendered, notes, self.options.policy, self.copies)
+
+    async def rewrite_async(
+        self, result: Mapping[str, Any], server: str | None = None
+    ) -> dict[str, Any]:
+        """`rewrite` for a caller on the event loop, handing a worker thread only what may
+        block. A result whose media are all proved and cached already (the same screenshot
+        again: a hash and a stat), with stored results found where jobs run here, is
+        rewritten on the loop; a new blob (written, synced, decoded), a job to wait for, or
+        a broker to ask goes to a thread. On a busy machine each hand-off waits for a core."""
+        if not self.gateway.runs_here:  # asking a broker: a network round trip
+            return await anyio.to_thread.run_sync(self.rewrite, result, server)
+        try:
+            rendered = ingest(
+                result,
+                cache=self.settings.media_cache(),
+                server=server or self.options.server,
+                known_only=True,
+            )
+        except NeedsWork:
+            return await anyio.to_thread.run_sync(self.rewrite, result, server)
+        # Stored results are in memory (or one small sidecar file): found without a thread.
+        handles = self.run(rendered.jobs, 0)
+        wait = self.options.wait
+        if wait > 0 and any(not handle.status.finished for handle in handles):
+            handles = await anyio.to_thread.run_sync(self.gateway.wait, handles, wait)
+        if self.options.policy.images is MediaPolicy.FIT and any(
+            blob.kind is MediaKind.IMAGE for blob in rendered.media
+        ):  # a copy to decode and encode, or to read and hash
+            return await anyio.to_thread.run_sync(self._rewritten, result, rendered, handles)
+        return self._rewritten(result, rendered, handles)
+
+    def run(
+        self, jobs: Sequence[JobRequest], wait: float, params: Mapping[str, Any] | None = None
+    ) -> list[JobHandle]:
+        """Submit the jobs (with the job options `params`) through the gateway; wait at most
+        `wait` seconds (0: never)."""
+        if not jobs:
+            return []
+        handles = self.gateway.submit(jobs, trace_id=uuid.uuid4().hex[:16], params=params)
+        return self.gateway.wait(handles, wait) if wait > 0 else handles

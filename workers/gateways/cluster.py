@@ -1,0 +1,474 @@
+"""MediaClient: the job gateway of the Celery/Redis cluster.
+
+Every door submits through it: one atomic admission per key (answered by a stored result,
+joined to the job in flight, refused over the high water, else enqueued), then waits that
+follow the events channel and match the job they were handed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import redis
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+from pipelines.errors import PermanentError
+from pipelines.media import Capability
+from pipelines.render import audio_tag
+from pipelines.results import Envelope, ResultKey, Status
+from workers.broker.remote_control import ClusterControl
+from workers.broker.target import mask
+from workers.broker.transport import refuses_writes
+from workers.core import keys
+from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.gateway import Admission, JobGateway, JobHandle, QueueBusy, QueueFull, answers
+from workers.core.settings import Settings
+from workers.core.wait_estimate import WaitBudget
+from workers.files.blobs import BlobRef
+from workers.files.node_cache import NodeCache, input_ref
+from workers.files.shared import Storage, open_storage
+from workers.state.cancellation import progress as job_progress
+from workers.state.cancellation import request_cancel
+from workers.state.chunks import Chunk
+from workers.state.events import FALLBACK_POLL, EventFollower
+from workers.state.store import RedisStore, redis_store
+
+__all__ = ["JobHandle", "MediaClient"]
+
+log = logging.getLogger(__name__)
+
+ANNOUNCED_TTL = 5.0  # seconds a producer keys jobs by the versions it last read
+STREAM_BLOCK_MS = 500
+
+
+class MediaClient(JobGateway):
+    runs_here = False
+    # What a broker that does not answer raises: the doors answer these with a 503.
+    unavailable: tuple[type[Exception], ...] = (redis.RedisError, OperationalError)
+
+    def __init__(
+        self, settings: Settings, app: Celery, store: RedisStore, storage: Storage | None = None
+    ) -> None:
+        self.settings = settings
+        self.app = app
+        self.store = store
+        self.journal = store.journal
+        self.storage = storage or open_storage(settings)
+        # Inputs are put in the blob store before their message is sent; outputs are
+        # fetched into this machine's cache, so every path a door hands out is local.
+        self.node = NodeCache(settings.media_cache(), self.storage.blobs, 0)
+        self.events = EventFollower(store.redis)
+        self.control = ClusterControl(app)
+        self._versions: dict[Capability, str] = {}
+        self._announced: dict[Capability, tuple[float, dict[str, Any] | None]] = {}
+
+    @classmethod
+    def connect(
+        cls,
+        settings: Settings | None = None,
+        url: str | None = None,
+        storage: Storage | None = None,
+        *,
+        bounded: bool = False,
+    ) -> MediaClient:
+        """A client of `url`, else of MCP_MEDIA_REDIS_URL or the embedded broker. `storage`
+        is one the caller has checked; without it the settings' storage is opened and
+        checked here. `bounded`: a broker that is gone raises within the API's broker
+        timeouts (a door answering a waiting caller) instead of being waited out."""
+        from workers.broker.celery_config import base_app, bound_sending
+        from workers.broker.embedded import broker_url
+
+        settings = settings or Settings()
+        if storage is None:
+            storage = open_storage(settings)
+            storage.blobs.check()
+        url = url or broker_url(settings.home, settings.redis_url).url
+        store = redis_store(settings, url, storage, bounded=bounded)
+        app = base_app(settings, url)
+        if bounded:
+            bound_sending(app, settings.api.broker_connect_timeout, settings.api.broker_timeout)
+        return cls(settings, app, store, storage)
+
+    def fault(self, exc: BaseException) -> tuple[str, str] | None:
+        """(code, what to tell the caller) when `exc` says the broker cannot serve: it does
+        not answer, or it refuses writes because it cannot persist (MISCONF). None for
+        anything else (a bug is not an outage)."""
+        where = mask(str(self.app.conf.broker_url))
+        if isinstance(exc, redis.ResponseError):
+            text = str(exc)
+            if refuses_writes(exc):  # a script's error wraps it: "Error running script ..."
+                return "broker_cannot_persist", (
+                    f"the broker ({where}) refuses writes because it cannot save "
+                    f"to its disk (Redis MISCONF): free space on the broker's disk; {text[:200]}"
+                )
+            return None
+        if isinstance(exc, redis.ConnectionError | redis.TimeoutError | OperationalError):
+            return "broker_unavailable", (f"the broker ({where}) does not answer: {str(exc)[:200]}")
+        return None
+
+    def close(self, finish_jobs: bool = False) -> None:
+        """Disconnect (the jobs run on the cluster's workers, whatever `finish_jobs` says)."""
+        self.events.close()
+        self.store.close()
+        self.app.close()
+
+    def version(self, capability: Capability, params: Mapping[str, Any] | None = None) -> str:
+        """The processor version a job gets where it will run: what the live workers serving
+        its queue announce (a producer needs no models, nor the workers' settings); this
+        process's own settings only while no worker has announced one."""
+        spec = CAPABILITIES[capability]
+        announced = self.announced(capability)
+        if announced is not None:
+            return spec.version_from(announced, params)
+        if params:
+            return spec.version(self.settings, params)
+        if capability not in self._versions:
+            self._versions[capability] = spec.version(self.settings)
+        return self._versions[capability]
+
+    def announced(self, capability: Capability) -> dict[str, Any] | None:
+        """What most live workers of the capability's queue announce they run (the newest
+        started one breaks a tie, as in a rolling upgrade); looked up every few seconds."""
+        now = time.monotonic()
+        cached = self._announced.get(capability)
+        if cached is not None and now - cached[0] < ANNOUNCED_TTL:
+            return cached[1]
+        queue = CAPABILITIES[capability].queue
+        tally: dict[str, tuple[int, float, dict[str, Any]]] = {}
+        for worker in self.store.serving(queue):
+            found = worker.versions.get(capability.value)
+            if found is None:
+                continue
+            text = json.dumps(found, sort_keys=True)
+            count, newest, _ = tally.get(text, (0, 0.0, found))
+            tally[text] = (count + 1, max(newest, worker.started_at or 0.0), found)
+        chosen = max(tally.values(), key=lambda t: (t[0], t[1]))[2] if tally else None
+        self._announced[capability] = (now, chosen)
+        return chosen
+
+    def key(
+        self, capability: Capability, sha256: str, params: Mapping[str, Any] | None = None
+    ) -> ResultKey:
+        return ResultKey(capability, self.version(capability, params), sha256)
+
+    def get(self, key: ResultKey) -> Envelope | None:
+        found = self.store.get(key)
+        return self.localised(found) if found is not None else None
+
+    def localised(self, envelope: Envelope) -> Envelope:
+        """The envelope with its output blob (spoken audio) in this machine's cache and its
+        path and media tag pointing there: made on another node, it is fetched once."""
+        if not isinstance(envelope.output.get("blob"), dict):
+            return envelope
+        given = envelope.output.get("path")
+        if isinstance(given, str) and self._in_cache(Path(given)):
+            return envelope
+        try:
+            ref = BlobRef.from_json(envelope.output["blob"])
+            local = self.node.local(ref)
+        except Exception as exc:
+            # Never hand out another machine's path (a node without MCP_MEDIA_STORE__URL
+            # among nodes with one, or a bucket that lost the blob): say why instead.
+            reason = f"output blob not available on this machine: {exc}"
+            if not self.storage.shared_nothing:
+                reason += " (is MCP_MEDIA_STORE__URL set on the workers but not here?)"
+            log.warning("%s: %s", envelope.key, reason)
+            output = {k: v for k, v in envelope.output.items() if k not in ("path", "media_tag")}
+            return replace(envelope, status=Status.DEGRADED, output=output, reason=reason[:500])
+        output = {**envelope.output, "path": str(local)}
+        if "media_tag" in output:
+            output["media_tag"] = audio_tag(local, str(output.get("format") or ""))
+        return replace(envelope, output=output)
+
+    def _in_cache(self, path: Path) -> bool:
+        try:
+            return path.is_file() and path.resolve().is_relative_to(self.node.cache.root.resolve())
+        except OSError:
+            return False
+
+    def _input(self, capability: Capability, sha256: str, path: Path) -> BlobRef:
+        """The message's reference to its input (in this machine's cache)."""
+        return input_ref(CAPABILITIES[capability].input_kind, path, sha256)
+
+    def submit_one(
+        self,
+        capability: Capability,
+        sha256: str,
+        path: Path,
+        *,
+        trace_id: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        force: bool = False,
+        limit: bool = False,
+        ref: BlobRef | None = None,
+        within: float | None = None,
+    ) -> JobHandle:
+        """One admission for the key: see `workers.state.admission._ADMIT`. `limit` refuses the job
+        with `QueueFull` when its queue is at the high water (doors that answer at once);
+        without it the job is always accepted (a caller that waits its turn itself).
+        `within`: the seconds the caller waits for the job; a new job expected to finish
+        later, by the work ahead of it, is refused with `QueueBusy` (`workers.core.wait_estimate`).
+        A stored result or the job in flight for the key always answers."""
+        spec = CAPABILITIES[capability]
+        key = self.key(capability, sha256, params)
+        # The input goes into the blob store first (a `ref` from a listing of the store is
+        # there already). A blob the store did not hold (blobs are never deleted from it)
+        # has no result anywhere: its key's look-up then skips the sidecar, a round trip to
+        # the bucket.
+        fresh = False
+        if ref is None:
+            ref = self._input(capability, sha256, path)
+            if ref.text is None and self.storage.shared_nothing:
+                fresh = self.node.blobs.put(ref, path)
+        # The look-up also re-indexes a result Redis lost; the script decides.
+        existing = self.store.get(key, sidecar=not fresh)
+        if answers(existing, None, force):
+            assert existing is not None
+            return JobHandle.settled(key, path, self.localised(existing))
+        size = ref.size
+        soft, hard = spec.time_limits(self.settings, size)
+        inflight_ttl = int(hard * (self.settings.jobs.max_deliveries + 1) + 600)
+        high_water = self.settings.jobs.high_water if limit else 0
+        job_id = str(uuid.uuid4())
+        budget = WaitBudget(within, self.slots(spec.queue)) if within is not None else None
+        admitted = self.store.admit(
+            key, job_id, inflight_ttl, spec.queue, high_water, force, budget
+        )
+        if admitted.decision == "settled":
+            assert admitted.envelope is not None
+            return JobHandle.settled(key, path, self.localised(admitted.envelope))
+        if admitted.decision == "refused":
+            raise QueueFull(spec.queue, admitted.waiting, high_water)
+        if admitted.decision == "busy":
+            assert within is not None
+            raise QueueBusy(spec.queue, admitted.expected, within)
+        if admitted.decision == "joined":
+            assert admitted.job_id is not None
+            return JobHandle(
+                admitted.job_id, key, path, Status.PENDING, admission=Admission.JOINED, force=force
+            )
+        kwargs: dict[str, Any] = {
+            "key": str(key),
+            "blob": ref.to_json(),
+            "trace_id": trace_id,
+            "params": dict(params or {}),
+        }
+        if not self.storage.shared_nothing:
+            # One shared home: a worker of the previous version (a rolling upgrade) reads
+            # the path; this version reads the blob.
+            kwargs["path"] = str(path)
+        try:
+            record = {
+                "task": spec.task_name,
+                "kwargs": kwargs,
+                "queue": spec.queue,
+                "soft": soft,
+                "hard": hard,
+            }
+            # Durable first (what re-sends the job if its message is lost), then in Redis.
+            self.journal.add(job_id, {**record, "ttl": inflight_ttl})
+            self.store.record_job(job_id, record, inflight_ttl)
+            self.app.send_task(
+                spec.task_name,
+                kwargs=kwargs,
+                task_id=job_id,
+                queue=spec.queue,
+                soft_time_limit=soft,
+                time_limit=hard,
+            )
+        except Exception:
+            # Never sent: nothing may re-send it.
+            self.store.forget_job(key, job_id)
+            self.store.started(spec.queue, job_id)
+            self.journal.remove(job_id)
+            self.store.forget_record(job_id)
+            raise
+        return JobHandle(job_id, key, path, Status.PENDING, force=force)
+
+    def slots(self, queue: str) -> int:
+        """The slots of the live workers consuming `queue` (paused ones take nothing)."""
+        serving = [w for w in self.store.serving(queue) if queue not in w.paused]
+        return sum(w.concurrency or 1 for w in serving)
+
+    def finish_estimate(self, handle: JobHandle) -> float | None:
+        """Seconds until the handle's job, still waiting in its queue, should finish (by its
+        position and the current mean service time); None once a worker started it. The door
+        refuses a caller late by it (`workers.core.wait_estimate.refuse_late`)."""
+        queue = CAPABILITIES[handle.key.capability].queue
+        return self.store.finish_estimate(queue, handle.id, self.slots(queue))
+
+    def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
+        """The chunks of a streaming job after `after`, waiting up to `block_ms` for one."""
+        return self.store.read_chunks(keys.chunks(handle.key), after, block_ms)
+
+    def stream(self, handle: JobHandle, timeout: float) -> Iterator[bytes]:
+        """The output of a streaming job (submitted with `params={"stream": keys.chunks(key)}`)
+        as its worker hands it over; ends at the job's end mark, or when a result answers the
+        job without one (a joined job that was not streamed: read its stored file instead).
+        Raises `PermanentError` with the reason when the job failed while streaming."""
+        after = "0"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            chunks = self.read_chunks(handle, after, STREAM_BLOCK_MS)
+            for chunk in chunks:
+                after = chunk.id
+                if chunk.end:
+                    if chunk.error:
+                        raise PermanentError(chunk.error)
+                    return
+                yield chunk.data
+            if not chunks and handle.answered_by(self.store.get(handle.key)):
+                return
+        raise TimeoutError(f"the job {handle.id} streamed nothing more for {timeout:.0f} s")
+
+    def recorded_input(self, job_id: str) -> Path | None:
+        """The local file of a job's input, from its record (Redis, else the journal)."""
+        record = self.store.job_record(job_id) or self.journal.get(job_id)
+        kwargs = (record or {}).get("kwargs") or {}
+        blob, path = kwargs.get("blob"), kwargs.get("path")
+        if isinstance(blob, dict):
+            try:
+                return self.node.find(BlobRef.from_json(blob))
+            except PermanentError:
+                return None
+        return Path(path) if isinstance(path, str) else None
+
+    def cancel(self, job_id: str) -> None:
+        request_cancel(self.store, job_id)
+
+    def progress(self, job_id: str) -> float | None:
+        done = job_progress(self.store, job_id)
+        return float(done["done_s"]) if done is not None else None
+
+    def waiting(self) -> dict[str, int]:
+        """Jobs waiting in each queue (sent, not yet taken by a worker)."""
+        return self.store.queue_lengths(QUEUES)
+
+    def unserved(self, handles: Iterable[JobHandle]) -> dict[str, list[JobHandle]]:
+        """The unfinished handles whose queue no live worker serves, by queue.
+
+        Their jobs stay queued (nothing is lost) until a worker for the queue starts;
+        waiting for them before then only waits out the timeout.
+        """
+        waiting: dict[str, list[JobHandle]] = {}
+        for handle in handles:
+            if handle.envelope is None:
+                waiting.setdefault(CAPABILITIES[handle.key.capability].queue, []).append(handle)
+        if not waiting:
+            return {}
+        served = {queue for worker in self.store.live_workers() for queue in worker.queues}
+        return {queue: found for queue, found in waiting.items() if queue not in served}
+
+    def wait(self, handles: list[JobHandle], timeout: float) -> list[JobHandle]:
+        """Each handle with the envelope that answers its job, or as it was at the deadline.
+
+        Follows the events channel; looks results up once after watching starts and then
+        every `FALLBACK_POLL` seconds, in case an event was missed."""
+        deadline = time.monotonic() + timeout
+        found: dict[int, Envelope] = {}
+        open_ = {i: h for i, h in enumerate(handles) if h.envelope is None}
+        everything = threading.Event()
+        lock = threading.Lock()
+
+        def notifier(index: int, handle: JobHandle) -> Any:
+            def notify(envelope: Envelope) -> None:
+                if handle.answered_by(envelope):
+                    with lock:
+                        found.setdefault(index, envelope)
+                        if len(found) == len(open_):
+                            everything.set()
+
+            return notify
+
+        cancels = [self.events.watch(h.key, notifier(i, h)) for i, h in open_.items()]
+        try:
+            while open_:
+                with lock:
+                    missing = [(i, h) for i, h in open_.items() if i not in found]
+                if not missing:
+                    break
+                stored = self.store.get_many([h.key for _, h in missing])
+                for index, handle in missing:
+                    envelope = stored.get(handle.key)
+                    if envelope is not None and handle.answered_by(envelope):
+                        notifier(index, handle)(envelope)
+                remaining = deadline - time.monotonic()
+                if everything.is_set() or remaining <= 0:
+                    break
+                everything.wait(min(remaining, FALLBACK_POLL))
+        finally:
+            for cancel in cancels:
+                cancel()
+        answered = {i: self.localised(envelope) for i, envelope in found.items()}
+        return [
+            replace(h, envelope=answered[i], status=answered[i].status) if i in found else h
+            for i, h in enumerate(handles)
+        ]
+
+    async def wait_async(self, handle: JobHandle, timeout: float) -> JobHandle:
+        """`wait` for one handle without holding a thread while it waits."""
+        if handle.envelope is not None:
+            return handle
+        loop = asyncio.get_running_loop()
+        arrived: asyncio.Future[Envelope] = loop.create_future()
+
+        def deliver(envelope: Envelope) -> None:
+            if not arrived.done():
+                arrived.set_result(envelope)
+
+        def notify(envelope: Envelope) -> None:
+            if handle.answered_by(envelope):
+                loop.call_soon_threadsafe(deliver, envelope)
+
+        cancel = await loop.run_in_executor(None, self.events.watch, handle.key, notify)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                stored = await loop.run_in_executor(None, self.store.get, handle.key)
+                if stored is not None and handle.answered_by(stored):
+                    stored = await loop.run_in_executor(None, self.localised, stored)
+                    return replace(handle, envelope=stored, status=stored.status)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return handle
+                try:
+                    envelope = await asyncio.wait_for(
+                        asyncio.shield(arrived), min(remaining, FALLBACK_POLL)
+                    )
+                except TimeoutError:
+                    continue
+                local = await loop.run_in_executor(None, self.localised, envelope)
+                return replace(handle, envelope=local, status=local.status)
+        finally:
+            cancel()
+
+    def result(self, ident: str) -> tuple[str | None, ResultKey | None, Envelope | None]:
+        """A result by job id or by sha256 (newest processor version for that hash)."""
+        if len(ident) == 64 and all(c in "0123456789abcdef" for c in ident):
+            for capability in Capability:
+                key = self.store.latest_key(capability.value, ident)
+                current = self.key(capability, ident)
+                for candidate in (current, key):
+                    if candidate is None:
+                        continue
+                    envelope = self.get(candidate)
+                    if envelope is not None:
+                        return envelope.job_id, candidate, envelope
+                    job = self.store.inflight_job(candidate)
+                    if job is not None:
+                        return job, candidate, None
+            return None, None, None
+        key = self.store.key_for_job(ident)
+        if key is None:
+            return ident, None, None
+        return ident, key, self.get(key)
