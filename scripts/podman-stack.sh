@@ -4,7 +4,7 @@
 # project image is built FROM it, SeaweedFS comes from its PyPI package on the same base.
 # Then `speak`, `transcribe` and the HTTP API are driven through the stack, and everything the
 # script created (containers, pod, volumes, network) is removed. Not part of `make test`:
-# the first run takes minutes (figures in docs/scaling.md).
+# the first run takes minutes (figures in docs/guides/scaling.md).
 #
 #   scripts/podman-stack.sh            # all steps: install base image services up check down
 #   scripts/podman-stack.sh STEP...    # some of them

@@ -1,4 +1,4 @@
-"""The deployment files keep what docs/scaling.md promises.
+"""The deployment files keep what docs/guides/scaling.md promises.
 
 docker-compose.yml, the Dockerfile, .dockerignore and the KEDA examples are parsed (no Docker
 engine needed) and checked against the project's own Settings and capability time limits, so
