@@ -15,7 +15,7 @@ import pytest
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from workers.core.settings import McpSettings
+from workers.core.door_settings import McpSettings
 from workers.doors.mcp.tasks import TaskParams, Tasks
 from workers.doors.mcp.tasks_wire import PAGE, RELATED, HandshakeTasks
 

@@ -35,7 +35,7 @@ from pipelines.errors import InvalidToolResult
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import MEDIA_URI_PREFIX
 from workers import version
-from workers.core.settings import McpSettings
+from workers.core.door_settings import McpSettings
 from workers.doors.mcp.peers import Peer, RequestPeers, connection_of, http_request, is_modern
 from workers.doors.mcp.rewriter import MediaRewriter, failure_reason
 from workers.doors.mcp.tasks import Tasks

@@ -43,8 +43,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
+from workers.core.door_settings import McpSettings
 from workers.core.gateway import Admission, JobHandle
-from workers.core.settings import McpSettings
 from workers.doors.mcp.peers import connection_of
 from workers.doors.mcp.tools import TASK, OwnTools, TaskWait
 
