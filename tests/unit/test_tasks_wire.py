@@ -16,7 +16,8 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from workers.core.door_settings import McpSettings
-from workers.doors.mcp.tasks import TaskParams, Tasks
+from workers.doors.mcp.task_record import TaskParams
+from workers.doors.mcp.tasks import Tasks
 from workers.doors.mcp.tasks_wire import PAGE, RELATED, HandshakeTasks
 
 pytestmark = pytest.mark.unit
