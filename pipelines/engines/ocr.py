@@ -47,7 +47,7 @@ class RapidOcrReader:
                 raise ConfigError("local vision needs rapidocr-onnxruntime installed") from exc
             # No telemetry events from our sessions. The device-id and session files are
             # written at import unless the process edge set ORT_DISABLE_TELEMETRY (see
-            # workers.core.settings.confine_process).
+            # workers.core.confinement.confine_process).
             onnxruntime.disable_telemetry_events()
             options: dict[str, Any] = {
                 # Detection on the image's own scale: the default "min 736" upscales wide

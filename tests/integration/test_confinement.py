@@ -85,7 +85,7 @@ def test_the_process_edge_points_native_writers_into_the_home(tmp_path: Path) ->
     home = tmp_path / "home"
     script = (
         "import os, json, sys, tempfile; from pathlib import Path;"
-        "from workers.core.settings import confine_process; confine_process(Path(sys.argv[1]));"
+        "from workers.core.confinement import confine_process; confine_process(Path(sys.argv[1]));"
         "print(json.dumps({k: os.environ[k] for k in "
         "('ORT_DISABLE_TELEMETRY', 'XDG_CACHE_HOME', 'TMPDIR', 'MCP_MEDIA_HOME')}"
         " | {'tempdir': tempfile.gettempdir()}))"

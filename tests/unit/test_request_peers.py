@@ -8,7 +8,7 @@ import pytest
 from mcp.server.connection import Connection
 from pydantic import ValidationError
 
-from workers.core.settings import McpSettings
+from workers.core.door_settings import McpSettings
 from workers.doors.mcp.peers import Peer, RequestPeers
 
 pytestmark = pytest.mark.unit

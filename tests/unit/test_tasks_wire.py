@@ -15,8 +15,9 @@ import pytest
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from workers.core.settings import McpSettings
-from workers.doors.mcp.tasks import TaskParams, Tasks
+from workers.core.door_settings import McpSettings
+from workers.doors.mcp.task_record import TaskParams
+from workers.doors.mcp.tasks import Tasks
 from workers.doors.mcp.tasks_wire import PAGE, RELATED, HandshakeTasks
 
 pytestmark = pytest.mark.unit

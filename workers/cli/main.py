@@ -26,7 +26,8 @@ from workers.cli.common import EXIT_USAGE, CliError, check_text_args
 from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd_mcp, cmd_proxy
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
 from workers.cli.serve import add_serve_flags, cmd_serve
-from workers.core.settings import Settings, confine_process
+from workers.core.confinement import confine_process
+from workers.core.settings import Settings
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
 """The one Settings object: environment prefix MCP_MEDIA_, nested sections with `__`.
 
 Settings are read once, at the edge (CLI, worker start), and turned into the frozen
-dataclasses the pipeline stages take.
+dataclasses the pipeline stages take. The doors' sections are in `workers.core.door_settings`;
+what a process keeps of its environment, in `workers.core.confinement`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import contextvars
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,55 +26,7 @@ from pydantic_settings import (
 from pipelines.cache import DEFAULT_MAX_BLOB_BYTES, CacheLimits, MediaCache
 from pipelines.errors import ConfigError
 from pipelines.results import Sidecars
-
-
-def confine_process(home: Path) -> None:
-    """Keep what native libraries write inside `home`, for this process and its children.
-
-    onnxruntime (the OCR engine's) starts a telemetry client when it is imported: it writes
-    `$XDG_CACHE_HOME/Microsoft/DeveloperTools/.onnxruntime/{onnxruntime.db,deviceid}` and
-    `$TMPDIR/.ses` (O_TRUNC, following symlinks). `ORT_DISABLE_TELEMETRY=1` stops all of it;
-    XDG_CACHE_HOME and TMPDIR under the home keep anything else a library caches or
-    spools there. MCP_MEDIA_HOME is exported too, so a child that would derive its home
-    from XDG_CACHE_HOME finds the same one. Call it at the process edge (the CLI, the
-    Celery app), before any engine is imported: pipelines/ reads no environment.
-    """
-    for name in _CONFINED:
-        _USER_ENV.setdefault(name, os.environ.get(name))
-    runtime = home / "runtime"
-    cache, tmp = runtime / "xdg-cache", runtime / "tmp"
-    for folder in (home, runtime, cache, tmp):
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.environ["MCP_MEDIA_HOME"] = str(home)
-    os.environ["ORT_DISABLE_TELEMETRY"] = "1"
-    os.environ["XDG_CACHE_HOME"] = str(cache)
-    os.environ["TMPDIR"] = str(tmp)
-    tempfile.tempdir = None  # tempfile reads TMPDIR again on its next use
-
-
-_CONFINED = ("MCP_MEDIA_HOME", "ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME", "TMPDIR")
-_USER_ENV: dict[str, str | None] = {}  # their values before `confine_process`
-_COERCED_LOCALES = frozenset({"C.UTF-8", "C.utf8", "UTF-8"})
-
-
-def user_environment() -> dict[str, str]:
-    """The environment the user started us with, for a program run on their behalf (an
-    upstream MCP server): without what `confine_process` set, without the LC_CTYPE that
-    Python's C-locale coercion (PEP 538) adds, and without the MCP_MEDIA_ settings."""
-    env = dict(os.environ)
-    for name, value in _USER_ENV.items():
-        if value is None:
-            env.pop(name, None)
-        else:
-            env[name] = value
-    coerced = (
-        env.get("LC_CTYPE") in _COERCED_LOCALES
-        and not env.get("LC_ALL")
-        and env.get("LANG") in (None, "", "C", "POSIX")
-    )
-    if coerced:
-        env.pop("LC_CTYPE")
-    return {k: v for k, v in env.items() if not k.startswith("MCP_MEDIA_")}
+from workers.core.door_settings import ApiSettings, McpSettings
 
 
 def default_home() -> Path:
@@ -168,95 +120,6 @@ class JobSettings(BaseModel):
     tts_seconds_per_mib: float = Field(default=20000.0, ge=0)  # ~20 s per 1000 characters
     speech_max_limit: float = Field(default=1800.0, gt=0)  # 2 h of audio at RTF 0.25
     high_water: int = Field(default=500, ge=1)  # reprocess waits while a queue holds more
-
-
-class ApiSettings(BaseModel):
-    """`mcp-media serve`: the HTTP API (OpenAI audio) and the jobs page."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, gt=0, lt=65536)
-    # Bearer key of /v1/* and the page's login. Unset: generated once in <home>/api-key,
-    # loopback only; a non-loopback address is refused without one.
-    key: SecretStr = SecretStr("")
-    max_upload_mb: float = Field(default=25.0, gt=0)
-    # Seconds a request waits for its job (then 504); a new job expected to finish later, by
-    # the work ahead of it, is refused at once (429 rate_limit_exceeded with Retry-After).
-    wait: float = Field(default=300.0, gt=0)
-    retry_after: int = Field(default=5, ge=1)  # the Retry-After of a 429 (queue over high water)
-    # OpenAI voice names (alloy, echo, ...) -> prepared voices; unnamed ones: tts.voice when
-    # it speaks English, else the first English voice prepared.
-    voices: dict[str, str] = Field(default_factory=dict)
-    # /v1/audio/voices and /v1/audio/models without the key on a loopback bind (Open WebUI
-    # asks for them without one); false: keyed like the rest. Off loopback: always keyed.
-    public_catalog: bool = True
-    max_speech_request_kb: int = Field(default=256, ge=1)  # JSON body of /v1/audio/speech
-    # A request's line and header fields together (and at most 100 fields): past it, 431.
-    max_header_kb: int = Field(default=16, ge=1)
-    # Seconds a request's line and headers may take to arrive once begun, and then each piece
-    # of its body: past it, 408 and the connection closed (a client that stalled mid-head or
-    # mid-upload held its connection, and the upload's file, for good).
-    head_timeout: float = Field(default=30.0, gt=0)
-    # Jobs-page logins held at once (each lives 7 days); past it the oldest is logged out.
-    page_sessions: int = Field(default=1000, ge=1)
-    # Reverse proxies whose X-Forwarded-For/-Proto are believed (addresses or networks,
-    # comma-separated). Unset: none, so a client cannot name its own address (the login limit).
-    trusted_proxies: str = ""
-    # The door's Redis: a broker that does not connect, or does not answer, is a 503 within
-    # about these seconds (never the half minute the workers' client rides out). The read
-    # bound stays above the door's blocking reads (stream reads block 500 ms).
-    broker_connect_timeout: float = Field(default=0.5, gt=0)
-    broker_timeout: float = Field(default=1.5, ge=1.0)
-
-
-class McpSettings(BaseModel):
-    """The MCP door (`proxy`, `mcp`): bounds on its upstreams and its HTTP sessions."""
-
-    # Seconds an upstream tool call may go without answering; each progress notification
-    # it sends starts the count again. Past it: a JSON-RPC error, and the call is cancelled.
-    call_timeout: float = Field(default=300.0, gt=0)
-    # One upstream message (a line on stdio). A result carrying one blob at the cache's
-    # max_blob_bytes (50 MiB, ~67 MiB as base64) fits with room to spare; past it the
-    # message is discarded as it streams by and its call gets a JSON-RPC error.
-    max_upstream_message_mb: float = Field(default=128.0, gt=0)
-    # HTTP sessions: closed after this many idle seconds; past `max_sessions` open ones a
-    # new client gets 503 (a live client's session is never evicted).
-    session_idle_timeout: float = Field(default=600.0, gt=0)
-    max_sessions: int = Field(default=500, ge=1)
-    # The HTTP door: a request's line and header fields together (at most 100 fields): past
-    # it, 431 with a JSON-RPC error.
-    max_header_kb: int = Field(default=16, ge=1)
-    # Seconds a request's head, and then each piece of its body, may take to arrive: past
-    # it, 408 with a JSON-RPC error and the connection closed.
-    head_timeout: float = Field(default=30.0, gt=0)
-    # 2026-07-28 requests over HTTP (no session to tell clients apart): `request` gives each
-    # its own upstream sessions (no client sees another's upstream state; at most
-    # `max_sessions` at once); `shared` gives them all one set, for upstreams that keep no
-    # per-session state (the clients then see each other's: subscriptions, a session
-    # resource, a log level). `spare_sessions` sets are started ahead (counted within
-    # `max_sessions`) so a request need not wait for its upstreams to start; 0: none.
-    modern_sessions: str = "request"
-    spare_sessions: int = Field(default=1, ge=0, le=16)
-    # MCP tasks (the io.modelcontextprotocol/tasks extension): at most `max_tasks` held at
-    # once (finished ones give way to new ones, oldest first); each kept `task_ttl` seconds.
-    max_tasks: int = Field(default=1000, ge=1)
-    task_ttl: float = Field(default=3600.0, gt=0)
-    # Results held by finished tasks (speech comes inline): past this, oldest results go.
-    task_results_mb: float = Field(default=256.0, gt=0)
-
-    @field_validator("modern_sessions")
-    @classmethod
-    def _modern_sessions(cls, value: str) -> str:
-        if value not in ("request", "shared"):
-            raise ValueError(
-                "MCP_MEDIA_MCP__MODERN_SESSIONS must be 'request' (each 2026-07-28 request "
-                "over HTTP gets upstream sessions of its own) or 'shared' (one set for all, "
-                f"for upstreams that keep no per-session state), not {value!r}"
-            )
-        return value
-
-    @property
-    def max_upstream_message_bytes(self) -> int:
-        return int(self.max_upstream_message_mb * 1024 * 1024)
 
 
 class StoreSettings(BaseModel):

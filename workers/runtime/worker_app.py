@@ -13,7 +13,8 @@ from celery import Celery
 
 from workers.broker.celery_config import base_app
 from workers.broker.embedded import broker_url
-from workers.core.settings import Settings, confine_process
+from workers.core.confinement import confine_process
+from workers.core.settings import Settings
 from workers.runtime import pool_commands, signals, tasks
 
 

@@ -173,7 +173,7 @@ def create_app(
         *transcribe.routes(ctx),
         *speech.routes(ctx),
         *models.routes(ctx),
-        *metrics.routes(ctx),
+        *metrics.routes(ctx.metrics),
         *page.routes(ctx),
     ]
 

@@ -20,7 +20,6 @@ from starlette.routing import BaseRoute, Route
 from workers.core.capabilities import CAPABILITIES, QUEUES
 
 if TYPE_CHECKING:
-    from workers.doors.api.context import ApiContext
     from workers.state.store import RedisStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -97,11 +96,11 @@ class ClusterCollector(Collector):
         yield dead
 
 
-def routes(ctx: ApiContext) -> list[BaseRoute]:
+def routes(counters: ApiMetrics) -> list[BaseRoute]:
     async def metrics(request: Request) -> Response:
         from anyio import to_thread
 
-        body = await to_thread.run_sync(generate_latest, ctx.metrics.registry)
+        body = await to_thread.run_sync(generate_latest, counters.registry)
         return Response(body, media_type=CONTENT_TYPE)
 
     return [Route("/metrics", metrics, methods=["GET"])]

@@ -46,7 +46,7 @@ from mcp.shared.subscriptions import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from workers.core.settings import McpSettings
+from workers.core.door_settings import McpSettings
 from workers.doors.mcp.upstream import Upstream, UpstreamSpec
 
 log = logging.getLogger("mcp_media.proxy")

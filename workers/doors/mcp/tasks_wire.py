@@ -25,7 +25,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from workers.doors.mcp.peers import connection_of
-from workers.doors.mcp.tasks import TERMINAL, Task, TaskParams, Tasks, handshake_era, task_state
+from workers.doors.mcp.task_record import TERMINAL, Task, TaskParams, handshake_era, task_state
+from workers.doors.mcp.tasks import Tasks
 
 TASKS_VERSION = "2025-11-25"  # the one handshake-era revision with tasks
 RELATED = "io.modelcontextprotocol/related-task"

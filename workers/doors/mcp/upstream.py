@@ -23,7 +23,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.subscriptions import event_to_notification
 
-from workers.core.settings import McpSettings, user_environment
+from workers.core.confinement import user_environment
+from workers.core.door_settings import McpSettings
 from workers.doors.mcp.upstream_stdio import upstream_stdio
 
 log = logging.getLogger("mcp_media.proxy")

@@ -21,7 +21,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from workers.doors.mcp.tasks import CURRENT, TERMINAL, Task
+from workers.doors.mcp.task_record import CURRENT, TERMINAL, Task
 
 log = logging.getLogger("mcp_media.tasks")
 
