@@ -1,85 +1,119 @@
-"""What the broker says of the cluster: its clock, the workers that announced themselves,
-the queues' lengths and pause state, and the newest stored results (the jobs page's list).
+"""The read-only cluster view: everything the jobs page and `/metrics` read of the cluster,
+and nothing they could change it with.
 
-The base of `workers.state.store.RedisStore`: everything here reads or flips state that others
-write (the heartbeat, the result store's `put`), and holds no result of its own.
+A door that shows the cluster holds this port and its job gateway, nothing else of the
+state: the clock and the live workers (who serves which queue), the queues' lengths and
+pauses, the jobs by status, the newest results, the dead letters, a reprocess run's report
+and lock. One implementation, `SharedStateView`, reads the other ports (results, status
+index, dead letters, coordination) and the roster (`workers.state.roster`: what only the
+broker knows), so the Redis view and its in-memory twin differ only by what they are
+built on.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Sequence
+from typing import Any, Protocol
 
-import redis
-
-from pipelines.results import ResultKey
-from workers.core import keys
+from pipelines.results import Envelope
 from workers.core.announcements import WorkerInfo
+from workers.state.coordination import Coordination
+from workers.state.dead_letters import DeadLetters
+from workers.state.results import Results
+from workers.state.roster import Roster
+from workers.state.status_index import StatusIndex
 
 # Workers announce themselves in `keys.WORKERS` every few seconds (the heartbeat of
-# workers.runtime.recovery); one not seen for this long is gone (killed, frozen, cut off).
+# workers.runtime.heartbeat); one not seen for this long is gone (killed, frozen, cut off).
 WORKER_FRESH_SECONDS = 15.0
-RECENT_KEPT = 200  # result keys kept in keys.RECENT for the jobs page
 
 
-class ClusterView:
-    """The cluster as its broker sees it: who serves which queue, and how much is waiting."""
-
-    def __init__(self, client: redis.Redis[bytes]) -> None:
-        self.redis = client
-
+class ClusterView(Protocol):
     def now(self) -> float:
         """The broker's clock: workers on other nodes announce themselves by it too."""
-        seconds, micros = self.redis.time()
-        return float(seconds) + float(micros) / 1e6
+        ...
 
     def live_workers(self, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
         """Workers that announced themselves within `max_age` seconds, by name."""
-        now = self.now()
-        workers = []
-        for raw_name, raw in self.redis.hgetall(keys.WORKERS).items():
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                continue
-            if not isinstance(data, dict):
-                continue
-            info = WorkerInfo.from_announcement(raw_name.decode(), data, now)
-            if info.age_s <= max_age:
-                workers.append(info)
-        return sorted(workers, key=lambda w: w.name)
+        ...
 
     def serving(self, queue: str, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
         """The live workers that consume `queue` (none: its jobs wait until one starts)."""
-        return [w for w in self.live_workers(max_age) if queue in w.queues]
+        ...
 
     def queue_lengths(self, queues: Sequence[str]) -> dict[str, int]:
         """Jobs waiting in each queue (sent, not yet taken by a worker)."""
-        pipe = self.redis.pipeline()
-        for queue in queues:
-            pipe.llen(queue)
-        return {q: int(n) for q, n in zip(queues, pipe.execute(), strict=True)}
+        ...
 
-    def recent_keys(self, limit: int = 20) -> list[ResultKey]:
-        """The keys of the newest stored results, newest first, each once."""
-        found: dict[str, None] = {}
-        for raw in self.redis.lrange(keys.RECENT, 0, RECENT_KEPT - 1):
-            found.setdefault(raw.decode(), None)
-            if len(found) >= limit:
-                break
-        parsed = []
-        for text in found:
-            with contextlib.suppress(ValueError):
-                parsed.append(ResultKey.parse(text))
-        return parsed
+    def paused_queues(self) -> set[str]: ...
+    def status_counts(self, capability: str) -> dict[str, int]: ...
+    def recent_results(self, limit: int = 20) -> list[Envelope]:
+        """The newest stored results still indexed, newest first, each key once."""
+        ...
+
+    def dead_letter_count(self) -> int: ...
+    def dead_letter_counts(self) -> dict[str, int]: ...
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]: ...
+    def report(self, name: str) -> dict[str, Any] | None: ...
+    def locked(self, name: str) -> bool: ...
+
+
+class SharedStateView:
+    """`ClusterView` over the ports of one shared state and its roster."""
+
+    def __init__(
+        self,
+        roster: Roster,
+        results: Results,
+        status: StatusIndex,
+        dead_letters: DeadLetters,
+        coordination: Coordination,
+    ) -> None:
+        self.roster = roster  # (the twin's announces what runs in its process)
+        self._results = results
+        self._status = status
+        self._dead_letters = dead_letters
+        self._coordination = coordination
+
+    def now(self) -> float:
+        return self.roster.now()
+
+    def live_workers(self, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
+        now = self.roster.now()
+        found = [
+            WorkerInfo.from_announcement(name, data, now)
+            for name, data in self.roster.announcements().items()
+        ]
+        return sorted((w for w in found if w.age_s <= max_age), key=lambda w: w.name)
+
+    def serving(self, queue: str, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
+        return [w for w in self.live_workers(max_age) if queue in w.queues]
+
+    def queue_lengths(self, queues: Sequence[str]) -> dict[str, int]:
+        return self.roster.queue_lengths(queues)
 
     def paused_queues(self) -> set[str]:
-        """Queues paused from the jobs page: workers stop consuming them until resumed."""
-        return {raw.decode() for raw in self.redis.smembers(keys.PAUSED)}
+        return self._coordination.paused_queues()
 
-    def set_paused(self, queue: str, paused: bool) -> None:
-        if paused:
-            self.redis.sadd(keys.PAUSED, queue)
-        else:
-            self.redis.srem(keys.PAUSED, queue)
+    def status_counts(self, capability: str) -> dict[str, int]:
+        return self._status.counts(capability)
+
+    def recent_results(self, limit: int = 20) -> list[Envelope]:
+        wanted = self._results.recent_keys(limit)
+        found = self._results.get_many(wanted)
+        return [found[key] for key in wanted if key in found]
+
+    def dead_letter_count(self) -> int:
+        return self._dead_letters.count()
+
+    def dead_letter_counts(self) -> dict[str, int]:
+        return self._dead_letters.counts()
+
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        return self._dead_letters.newest(limit)
+
+    def report(self, name: str) -> dict[str, Any] | None:
+        return self._coordination.report(name)
+
+    def locked(self, name: str) -> bool:
+        return self._coordination.locked(name)
