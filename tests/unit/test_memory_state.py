@@ -13,9 +13,9 @@ from pipelines.media import Capability
 from pipelines.results import ResultKey, Sidecars
 from tests.support import state_contract as contract
 from workers.state.admission import Submission
-from workers.state.cluster_view import SharedStateView
 from workers.state.roster import MemoryRoster
 from workers.state.shared_state import SharedState, memory_state
+from workers.state.state_view import SharedStateView
 
 pytestmark = pytest.mark.unit
 

@@ -1,7 +1,7 @@
 """What only the broker knows of the cluster: its clock, the workers that announced
 themselves (written by each worker's heartbeat, `workers.runtime.heartbeat`) and how many
 jobs wait in each queue (Celery's lists). The part of the read-only cluster view
-(`workers.state.cluster_view`) that no other port holds: its Redis adapter and its
+(`workers.core.cluster_view`) that no other port holds: its Redis adapter and its
 in-memory twin.
 """
 

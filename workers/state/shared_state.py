@@ -3,10 +3,11 @@ composite `SharedState`, built over Redis (`redis_state`) or in memory (`memory_
 
 Each port is one module holding its Protocol, its Redis adapter and its in-memory twin,
 checked by one contract (tests/support/state_contract): results, admission, job records,
-claims, dead letters, coordination, chunk streams, the status index, and the read-only
-cluster view over them. A caller names the port it uses (`state.claims.claim(...)`): this
-composite only holds them, builds them over one client, and closes that client. (What the
-nodes share as files is `workers.files.shared_files`.)
+claims, dead letters, coordination, chunk streams and the status index; and the read-only
+cluster view over them (its port is the doors', `workers.core.cluster_view`; its
+implementation `workers.state.state_view`). A caller names the port it uses
+(`state.claims.claim(...)`): this composite only holds them, builds them over one client,
+and closes that client. (What the nodes share as files is `workers.files.shared_files`.)
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ import redis
 
 from pipelines.results import ResultFiles
 from workers.broker.target import RedisTarget, bounded_client, resilient
+from workers.core.cluster_view import ClusterView
 from workers.core.settings import Settings
 from workers.state.admission import MemoryAdmission, QueueAdmission, RedisAdmission
 from workers.state.chunks import ChunkStreams, MemoryChunks, RedisChunks
 from workers.state.claims import Claims, MemoryClaims, RedisClaims
-from workers.state.cluster_view import ClusterView, SharedStateView
 from workers.state.coordination import Coordination, MemoryCoordination, RedisCoordination
 from workers.state.dead_letters import DeadLetters, MemoryDeadLetters, RedisDeadLetters
 from workers.state.job_records import JobRecords, MemoryJobRecords, RedisJobRecords
 from workers.state.results import MemoryResults, RedisResults, Results
 from workers.state.roster import MemoryRoster, RedisRoster, Roster
+from workers.state.state_view import SharedStateView
 from workers.state.status_index import MemoryStatusIndex, RedisStatusIndex, StatusIndex
 
 

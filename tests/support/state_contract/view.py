@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pipelines.results import Status
 from tests.support.state_contract.common import KEY, OTHER, Check, Harness, envelope
-from workers.state.cluster_view import WORKER_FRESH_SECONDS
+from workers.core.cluster_view import WORKER_FRESH_SECONDS
 
 
 def check_live_workers_are_the_freshly_announced(h: Harness, tmp: Path) -> None:

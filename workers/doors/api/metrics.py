@@ -20,8 +20,8 @@ from starlette.routing import BaseRoute, Route
 from workers.core.capabilities import CAPABILITIES, QUEUES
 
 if TYPE_CHECKING:
+    from workers.core.cluster_view import ClusterView
     from workers.doors.api.context import ApiContext
-    from workers.state.cluster_view import ClusterView
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)

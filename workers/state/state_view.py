@@ -1,61 +1,23 @@
-"""The read-only cluster view: everything the jobs page and `/metrics` read of the cluster,
-and nothing they could change it with.
-
-A door that shows the cluster holds this port and its job gateway, nothing else of the
-state: the clock and the live workers (who serves which queue), the queues' lengths and
-pauses, the jobs by status, the newest results, the dead letters, a reprocess run's report
-and lock. One implementation, `SharedStateView`, reads the other ports (results, status
+"""The read-only cluster view (`workers.core.cluster_view.ClusterView`) over the shared
+state: one implementation, `SharedStateView`, that reads the other ports (results, status
 index, dead letters, coordination) and the roster (`workers.state.roster`: what only the
-broker knows), so the Redis view and its in-memory twin differ only by what they are
-built on.
+broker knows), so the Redis view and its in-memory twin differ only by what they are built
+on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pipelines.results import Envelope
 from workers.core.announcements import WorkerInfo
+from workers.core.cluster_view import WORKER_FRESH_SECONDS
 from workers.state.coordination import Coordination
 from workers.state.dead_letters import DeadLetters
 from workers.state.results import Results
 from workers.state.roster import Roster
 from workers.state.status_index import StatusIndex
-
-# Workers announce themselves in `keys.WORKERS` every few seconds (the heartbeat of
-# workers.runtime.heartbeat); one not seen for this long is gone (killed, frozen, cut off).
-WORKER_FRESH_SECONDS = 15.0
-
-
-class ClusterView(Protocol):
-    def now(self) -> float:
-        """The broker's clock: workers on other nodes announce themselves by it too."""
-        ...
-
-    def live_workers(self, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
-        """Workers that announced themselves within `max_age` seconds, by name."""
-        ...
-
-    def serving(self, queue: str, max_age: float = WORKER_FRESH_SECONDS) -> list[WorkerInfo]:
-        """The live workers that consume `queue` (none: its jobs wait until one starts)."""
-        ...
-
-    def queue_lengths(self, queues: Sequence[str]) -> dict[str, int]:
-        """Jobs waiting in each queue (sent, not yet taken by a worker)."""
-        ...
-
-    def paused_queues(self) -> set[str]: ...
-    def status_counts(self, capability: str) -> dict[str, int]: ...
-    def recent_results(self, limit: int = 20) -> list[Envelope]:
-        """The newest stored results still indexed, newest first, each key once."""
-        ...
-
-    def dead_letter_count(self) -> int: ...
-    def dead_letter_counts(self) -> dict[str, int]: ...
-    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]: ...
-    def report(self, name: str) -> dict[str, Any] | None: ...
-    def locked(self, name: str) -> bool: ...
 
 
 class SharedStateView:
