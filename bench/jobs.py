@@ -214,7 +214,7 @@ def _poll_wait(client: MediaClient, handle: JobHandle, timeout: float) -> Status
     deadline = time.monotonic() + timeout
     polls = 0
     while True:
-        envelope = client.store.get(handle.key)
+        envelope = client.state.results.get(handle.key)
         if envelope is not None and envelope.status.finished:
             return envelope.status
         if time.monotonic() >= deadline:
@@ -287,14 +287,14 @@ def _burst(client: MediaClient, blobs: Sequence[tuple[str, Path]], gateway: bool
         try:
             if gateway:
                 client.submit_one(STT, blob[0], blob[1], limit=True)
-            elif client.store.queue_lengths(["stt"])["stt"] < high_water:
+            elif client.state.view.queue_lengths(["stt"])["stt"] < high_water:
                 client.submit_one(STT, blob[0], blob[1])
         except QueueFull:
             pass
 
     with ThreadPoolExecutor(len(blobs)) as pool:
         list(pool.map(submit, blobs))
-    return client.store.queue_lengths(["stt"])["stt"]
+    return client.state.view.queue_lengths(["stt"])["stt"]
 
 
 def _admission(cluster: BenchCluster) -> None:
@@ -311,7 +311,7 @@ def _admission(cluster: BenchCluster) -> None:
                 stored = cache.store_bytes(made, MediaKind.AUDIO)
                 blobs.append((stored.sha256, stored.path))
             counts[gateway].append(_burst(client, blobs, gateway))
-            client.store.redis.delete("stt", keys.admitted("stt"))  # nothing consumes it
+            client.redis.delete("stt", keys.admitted("stt"))  # nothing consumes it
     worst, before = max(counts[True]), max(counts[False])
     print(
         f"  admission: {BURST} simultaneous submitters, high water {BURST_HIGH_WATER}, "

@@ -64,7 +64,7 @@ def store_summary(home: Path) -> str:
     gateway = InlineGateway(settings)
     sha256 = hashlib.sha256(pybase64.b64decode(SCREENSHOT)).hexdigest()
     key = gateway.key(Capability.VISION_SUMMARIZE, sha256)
-    gateway.resources.store.put(
+    gateway.resources.state.results.put(
         Envelope(Status.DONE, key, {"summary": SUMMARY}, job_id="bench-stored")
     )
     gateway.close()

@@ -32,7 +32,7 @@ from workers.core.settings import Settings
 from workers.core.stage_configs import tts_config
 from workers.files.blobs import BlobRef
 from workers.files.node_cache import NodeCache
-from workers.files.shared import open_storage
+from workers.files.shared_files import open_shared_files
 
 STT = Capability.AUDIO_TRANSCRIBE
 ROUNDS = 16  # single jobs per layout, alternating
@@ -126,14 +126,14 @@ def _fetch(nothing: BenchCluster, worker_home: Path, work: Path, clip: Samples, 
     """A blob this node holds (found, hash checked) against one fetched from the bucket."""
     producer = nothing.settings()
     stored = _stored(producer.media_cache(), work, "fetch", clip, rate, 99_999)
-    storage = open_storage(producer)
+    files = open_shared_files(producer)
     ref = BlobRef(stored.sha256, MediaKind.AUDIO, stored.path.suffix, stored.size)
-    storage.blobs.put(ref, stored.path)
+    files.blobs.put(ref, stored.path)
     worker = nothing.settings(MCP_MEDIA_HOME=str(worker_home))
     cached, fetched = [], []
     for _ in range(FETCHES):
         fresh = Path(tempfile.mkdtemp(prefix="fetch-", dir=worker_home))
-        node = NodeCache(_cache_at(worker, fresh), storage.blobs, 1 << 30)
+        node = NodeCache(_cache_at(worker, fresh), files.blobs, 1 << 30)
         start = time.perf_counter()
         node.local(ref)
         fetched.append(time.perf_counter() - start)

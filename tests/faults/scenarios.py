@@ -222,12 +222,12 @@ def outcome(
 
 
 def claimed(client: MediaClient, jobs: Sequence[JobRequest]) -> int:
-    return sum(client.store.claimed(client.key(j.capability, j.sha256)) for j in jobs)
+    return sum(client.state.claims.claimed(client.key(j.capability, j.sha256)) for j in jobs)
 
 
 def claim_owner(client: MediaClient, job: JobRequest) -> int | None:
     """The pid named by the claim on a job's key (tokens are `pid:random`)."""
-    raw = client.store.redis.get(keys.claim(client.key(job.capability, job.sha256)))
+    raw = client.redis.get(keys.claim(client.key(job.capability, job.sha256)))
     if raw is None:
         return None
     pid = raw.decode().split(":")[0]
@@ -366,12 +366,12 @@ def poison_job(cluster: Cluster, spoken: Spoken, workdir: Path, tag: int = 0) ->
         }
         record = {"task": POISON_TASK, "kwargs": kwargs, "queue": "stt", "soft": 60, "hard": 90}
         client.journal.add(poison_id, {**record, "ttl": 3600})
-        client.store.record_job(poison_id, record, 3600)
+        client.state.records.record_job(poison_id, record, 3600)
         client.app.send_task(POISON_TASK, kwargs=kwargs, task_id=poison_id, queue="stt")
         handles = client.submit(jobs)
         poison = JobHandle(poison_id, poison_key, jobs[0].path, Status.PENDING)
         finished, latest = finish(client, [*handles, poison], timeout=240, since=started)
-        dead = client.store.dead_letters(limit=10_000)
+        dead = client.state.dead_letters.newest(limit=10_000)
     finally:
         client.close()
     return outcome("poison_job", cluster, finished, latest, dead=dead)

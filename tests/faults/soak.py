@@ -61,7 +61,7 @@ def diagnose(cluster: Cluster) -> None:
     import redis
 
     from workers.core import keys
-    from workers.state.store import redis_store
+    from workers.files.shared_files import open_shared_files
 
     with redis.Redis.from_url(cluster.broker.url) as r:
         state = {
@@ -69,9 +69,7 @@ def diagnose(cluster: Cluster) -> None:
             "unacked": r.hlen("unacked"),
             "leases": r.zcard(keys.LEASES),
         }
-    store = redis_store(cluster.settings(), cluster.broker.url)
-    state["journal"] = sum(1 for _ in store.journal.entries())
-    store.redis.close()
+    state["journal"] = sum(1 for _ in open_shared_files(cluster.settings()).journal.entries())
     print(f"diagnosis: {state}", file=sys.stderr)
     for worker in cluster.workers:
         if worker.proc.poll() is None:

@@ -124,7 +124,7 @@ def test_a_full_queue_is_a_429_a_job_still_queued_past_the_wait_a_429_a_running_
         # that runs out while it runs is a 504 naming it
         client = cluster.client()
         try:
-            client.store.started("stt", job_id)
+            client.state.admission.started("stt", job_id)
         finally:
             client.close()
         with pytest.raises(openai.APIStatusError) as caught:

@@ -42,7 +42,7 @@ def test_status_reads_the_workers_announcements(cluster: Cluster, tmp_path: Path
     try:
         deadline = time.monotonic() + 60  # announced again within 0.5 s of a change
         while time.monotonic() < deadline:
-            (live,) = client.store.live_workers()
+            (live,) = client.state.view.live_workers()
             if live.active == 1:
                 break
             time.sleep(0.2)
@@ -67,17 +67,20 @@ def test_stale_announcements_are_not_live_workers(cluster: Cluster) -> None:
     client = cluster.client()
 
     def announce(name: str, age: float) -> None:
-        seen = client.store.now() - age
+        seen = client.state.view.now() - age
         entry = {"name": name, "queues": ["stt"], "pool": "prefork", "seen": seen}
-        client.store.redis.hset(keys.WORKERS, name, json.dumps(entry))
+        client.redis.hset(keys.WORKERS, name, json.dumps(entry))
 
     try:
         announce("gone@x", 60)
         announce("fresh@x", 1)
-        assert [w.name for w in client.store.live_workers()] == ["fresh@x"]
-        assert [w.name for w in client.store.serving("stt")] == ["fresh@x"]
-        assert client.store.serving("vision") == []
-        assert [w.name for w in client.store.live_workers(max_age=120)] == ["fresh@x", "gone@x"]
+        assert [w.name for w in client.state.view.live_workers()] == ["fresh@x"]
+        assert [w.name for w in client.state.view.serving("stt")] == ["fresh@x"]
+        assert client.state.view.serving("vision") == []
+        assert [w.name for w in client.state.view.live_workers(max_age=120)] == [
+            "fresh@x",
+            "gone@x",
+        ]
         # `status` is a new process: on a busy machine it may start after a one-off
         # announcement has gone stale, so fresh@x keeps announcing itself as a worker does.
         stop = threading.Event()

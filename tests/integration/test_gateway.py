@@ -72,7 +72,7 @@ def test_a_failed_key_submitted_again_waits_for_its_new_job(
     client = cluster.client()
     try:
         key = client.key(VISION, sha)
-        client.store.put(Envelope(Status.FAILED, key, {}, job_id="old", reason="boom"))
+        client.state.results.put(Envelope(Status.FAILED, key, {}, job_id="old", reason="boom"))
         cluster.start_worker("vision")
         handle = client.submit_one(VISION, sha, path)
         assert handle.admission is Admission.QUEUED and handle.id != "old"
@@ -120,7 +120,7 @@ def test_a_producer_with_other_settings_keys_jobs_by_what_the_workers_run(
         assert handle.key.version == workers_run
         (done,) = client.wait([handle], 60)
         assert done.status is Status.DONE, done.envelope
-        (worker,) = client.store.serving("vision")
+        (worker,) = client.state.view.serving("vision")
         assert worker.versions[VISION.value] == {"version": workers_run}
     finally:
         client.close()
@@ -142,19 +142,19 @@ def test_the_events_follower_skips_malformed_events_and_keeps_dispatching(
         raw.publish(keys.EVENTS, json.dumps({"status": "done"}))  # no key: not an envelope
         raw.close()
         stored = Envelope(Status.DONE, key, {"summary": "after the noise"}, job_id="j1")
-        client.store.put(stored)
+        client.state.results.put(stored)
         deadline = time.monotonic() + 30
         while not (got and everything) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert got == [stored] and everything == [stored]
         cancel()
         stop_all()
-        client.store.put(Envelope(Status.DONE, key, {"summary": "again"}, job_id="j2"))
+        client.state.results.put(Envelope(Status.DONE, key, {"summary": "again"}, job_id="j2"))
         # Cancelled watches hear nothing more. A fresh watcher proves the follower has
         # dispatched past "again" (j2 may reach it too: it was on its way when it watched).
         later: list[Envelope] = []
         client.events.watch_all(later.append)
-        client.store.put(Envelope(Status.DONE, key, {"summary": "third"}, job_id="j3"))
+        client.state.results.put(Envelope(Status.DONE, key, {"summary": "third"}, job_id="j3"))
         deadline = time.monotonic() + 30
         while "j3" not in [e.job_id for e in later] and time.monotonic() < deadline:
             time.sleep(0.05)

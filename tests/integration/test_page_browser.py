@@ -110,14 +110,14 @@ def test_pause_stops_the_queue_taking_jobs_and_resume_restarts_it(
 ) -> None:
     worker = cluster.start_worker("vision")
     client = cluster.client()
-    store = client.store
+    view = client.state.view
     try:
         with serve(cluster) as served:
             log_in(browser, served.url, served.key)
             click(browser, "#counts-vision button.pause")
             wait_until(
                 "the worker to announce vision as paused",
-                lambda: [w for w in store.live_workers() if w.paused == ("vision",)],
+                lambda: [w for w in view.live_workers() if w.paused == ("vision",)],
             )
             wait_until(
                 "the tile to say paused",
@@ -128,17 +128,17 @@ def test_pause_stops_the_queue_taking_jobs_and_resume_restarts_it(
             later = cluster.start_worker("vision")
             wait_until(
                 "both workers to announce vision as paused",
-                lambda: len([w for w in store.live_workers() if w.paused == ("vision",)]) == 2,
+                lambda: len([w for w in view.live_workers() if w.paused == ("vision",)]) == 2,
             )
             # Past the consumer watchdog's stall time (and two heartbeats more), neither
             # worker has taken a job nor been made to reconnect: a pause is not a stall.
-            submitted = store.now()
+            submitted = view.now()
             past = submitted + STALL_SECONDS + 2 * HEARTBEAT_SECONDS
             wait_until(
                 "both paused workers to have beaten past the watchdog's stall time",
-                lambda: len([w for w in store.live_workers() if w.seen > past and w.paused]) == 2,
+                lambda: len([w for w in view.live_workers() if w.seen > past and w.paused]) == 2,
             )
-            assert store.queue_lengths(["vision"]) == {"vision": 2}
+            assert view.queue_lengths(["vision"]) == {"vision": 2}
             assert cluster.fake.request_count == 0
             for each in (worker, later):
                 assert "consumer stalled" not in each.text()
@@ -151,7 +151,7 @@ def test_pause_stops_the_queue_taking_jobs_and_resume_restarts_it(
             assert [h.status for h in finished] == [Status.DONE, Status.DONE]
             wait_until("done = 2 on the page", lambda: shows(browser, "vision", "done", 2))
             wait_until("waiting = 0 on the page", lambda: shows(browser, "vision", "waiting", 0))
-            assert not store.paused_queues()
+            assert not view.paused_queues()
     finally:
         client.close()
 
@@ -164,11 +164,11 @@ def test_a_threads_pool_grows_and_shrinks_from_the_page_and_still_runs_jobs(
     try:
         with serve(cluster) as served:
             log_in(browser, served.url, served.key)
-            (name,) = [w.name for w in client.store.live_workers()]
+            (name,) = [w.name for w in client.state.view.live_workers()]
             row = f'#workers tr[data-worker="{name}"]'
 
             def threads() -> int | None:
-                (info,) = client.store.live_workers()
+                (info,) = client.state.view.live_workers()
                 return info.concurrency
 
             def shown() -> str:
@@ -221,7 +221,10 @@ def test_a_dead_letter_retried_from_the_page_ends_done(
             click(browser, f'#dead tr[data-job="{handle.id}"] button.retry')
             wait_until(
                 "the retried job to end done",
-                lambda: (e := client.store.get(handle.key)) is not None and e.status is Status.DONE,
+                lambda: (
+                    (e := client.state.results.get(handle.key)) is not None
+                    and e.status is Status.DONE
+                ),
             )
             wait_until(
                 "the dead letter to leave the page",

@@ -55,7 +55,7 @@ def test_at_390_px_the_document_never_scrolls_sideways_and_search_stays_on_scree
         assert [h.status for h in finished] == [Status.DONE, Status.DONE]
         key = ResultKey(Capability.VISION_SUMMARIZE, "0123456789ab", "f" * 64)
         for n in range(3):
-            client.store.dead_letter(
+            client.state.dead_letters.add(
                 f"{LONG_ID}{n}", key, f"dead-lettered: {LONG_PATH} was lost {n} times"
             )
         with serve(cluster) as served:

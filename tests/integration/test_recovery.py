@@ -23,14 +23,18 @@ from workers.files.journal import Journal
 from workers.gateways.cluster import MediaClient
 from workers.runtime.recovery import (
     START_GRACE,
+    Recovery,
     broker_settled,
     held_jobs,
-    reap,
     renew_leases,
-    sweep,
 )
 
 pytestmark = pytest.mark.integration
+
+
+def recovery(client: MediaClient) -> Recovery:
+    """What a worker's heartbeat re-sends jobs with, on this client's broker and files."""
+    return Recovery(client.app, client.redis, client.state, client.journal)
 
 
 def lost_submission(client: MediaClient, tmp_path: Path, seed: int) -> tuple[str, ResultKey]:
@@ -39,19 +43,19 @@ def lost_submission(client: MediaClient, tmp_path: Path, seed: int) -> tuple[str
         noisy_png(tmp_path / f"lost{seed}.png", seed), MediaKind.IMAGE
     )
     handle = client.submit_one(Capability.VISION_SUMMARIZE, stored.sha256, stored.path)
-    assert client.store.redis.lrem("vision", 0, _message(client, handle.id)) == 1
+    assert client.redis.lrem("vision", 0, _message(client, handle.id)) == 1
     return handle.id, handle.key
 
 
 def _message(client: MediaClient, job_id: str) -> bytes:
-    for raw in client.store.redis.lrange("vision", 0, -1):
+    for raw in client.redis.lrange("vision", 0, -1):
         if json.loads(raw)["headers"]["id"] == job_id:
             return raw
     raise AssertionError(f"no message for {job_id}")
 
 
 def queued_ids(client: MediaClient) -> list[str]:
-    return [json.loads(raw)["headers"]["id"] for raw in client.store.redis.lrange("vision", 0, -1)]
+    return [json.loads(raw)["headers"]["id"] for raw in client.redis.lrange("vision", 0, -1)]
 
 
 def test_submission_is_journalled_on_disk_before_it_is_sent(
@@ -60,7 +64,7 @@ def test_submission_is_journalled_on_disk_before_it_is_sent(
     client = cluster.client()
     try:
         job_id, key = lost_submission(client, tmp_path, 1)
-        body = client.store.journal.get(job_id)
+        body = client.journal.get(job_id)
     finally:
         client.close()
     assert body is not None
@@ -74,11 +78,11 @@ def test_sweep_resends_a_job_nobody_holds_and_nothing_queues(
     client = cluster.client()
     try:
         job_id, _ = lost_submission(client, tmp_path, 2)
-        assert sweep(client.app, client.store, grace=60, settle=0) == []  # still within its grace
-        assert sweep(client.app, client.store, grace=0, settle=0) == [job_id]
+        assert recovery(client).sweep(grace=60, settle=0) == []  # still within its grace
+        assert recovery(client).sweep(grace=0, settle=0) == [job_id]
         assert queued_ids(client) == [job_id]
         # Queued now: a second sweep leaves it alone.
-        assert sweep(client.app, client.store, grace=0, settle=0) == []
+        assert recovery(client).sweep(grace=0, settle=0) == []
     finally:
         client.close()
 
@@ -89,16 +93,18 @@ def test_sweep_leaves_leased_jobs_alone_and_drops_finished_ones(
     client = cluster.client()
     try:
         leased, _ = lost_submission(client, tmp_path, 3)
-        renew_leases(client.store.redis, [leased])
+        renew_leases(client.redis, [leased])
         finished, key = lost_submission(client, tmp_path, 4)
-        client.store.put(Envelope(Status.DONE, key, {"summary": "x"}, job_id=finished, attempts=1))
-        assert sweep(client.app, client.store, grace=0, settle=0) == []
-        journal = client.store.journal
+        client.state.results.put(
+            Envelope(Status.DONE, key, {"summary": "x"}, job_id=finished, attempts=1)
+        )
+        assert recovery(client).sweep(grace=0, settle=0) == []
+        journal = client.journal
         assert journal.get(finished) is None
         assert journal.get(leased) is not None
         # The lease runs out (its worker died): now it is re-sent.
-        client.store.redis.zadd(keys.LEASES, {leased: time.time() - 1})
-        assert sweep(client.app, client.store, grace=0, settle=0) == [leased]
+        client.redis.zadd(keys.LEASES, {leased: time.time() - 1})
+        assert recovery(client).sweep(grace=0, settle=0) == [leased]
     finally:
         client.close()
 
@@ -116,7 +122,7 @@ def test_a_failed_send_leaves_nothing_to_resend(cluster: Cluster, tmp_path: Path
     try:
         with pytest.raises(ConnectionError):
             client.submit_one(Capability.VISION_SUMMARIZE, stored.sha256, stored.path)
-        assert list(client.store.journal.entries()) == []
+        assert list(client.journal.entries()) == []
     finally:
         client.close()
 
@@ -156,12 +162,12 @@ def test_no_lease_is_reaped_before_the_broker_was_up_for_a_whole_lease(
     client = cluster.client()
     try:
         job_id, _ = lost_submission(client, tmp_path, 7)
-        client.store.redis.zadd(keys.LEASES, {job_id: time.time() - 1})
-        assert not broker_settled(client.store.redis, settle=10**9)
-        assert reap(client.app, client.store, settle=10**9) == []
-        assert sweep(client.app, client.store, grace=0, settle=10**9) == []
+        client.redis.zadd(keys.LEASES, {job_id: time.time() - 1})
+        assert not broker_settled(client.redis, settle=10**9)
+        assert recovery(client).reap(settle=10**9) == []
+        assert recovery(client).sweep(grace=0, settle=10**9) == []
         assert queued_ids(client) == []
-        assert reap(client.app, client.store, settle=0) == [job_id]
+        assert recovery(client).reap(settle=0) == [job_id]
         assert queued_ids(client) == [job_id]
     finally:
         client.close()
@@ -186,13 +192,13 @@ def test_a_request_that_ended_is_not_held_even_if_celery_still_lists_it(
         waiting = _Request("waiting", key, None)
         fresh = _Request("fresh", key, now - 1)
         ended = _Request("ended", key, now - START_GRACE - 5)
-        assert held_jobs(client.store.redis, [waiting], [fresh, ended], now) == [
+        assert held_jobs(client.redis, [waiting], [fresh, ended], now) == [
             "waiting",
             "fresh",
         ]
-        claim = client.store.claim(key, ttl=30)
+        claim = client.state.claims.claim(key, ttl=30)
         assert claim is not None
-        assert held_jobs(client.store.redis, [waiting], [fresh, ended], now) == [
+        assert held_jobs(client.redis, [waiting], [fresh, ended], now) == [
             "waiting",
             "fresh",
             "ended",

@@ -14,13 +14,13 @@ import pytest
 from pipelines.media import Capability, MediaKind, StoredBlob
 from pipelines.results import Status
 from tests.integration.conftest import Cluster
+from tests.integration.test_recovery import recovery
 from tests.integration.test_vision_jobs import image_result, noisy_png
 from tests.support.seaweed import SeaweedS3
 from workers.core.gateway import JobHandle
 from workers.files.blobs import BlobRef
 from workers.files.s3 import S3Bucket
 from workers.gateways.cluster import MediaClient
-from workers.runtime.recovery import sweep
 
 pytestmark = pytest.mark.integration
 
@@ -89,14 +89,14 @@ def test_a_lost_message_is_sent_again_from_the_shared_journal(nodes: Nodes, tmp_
     try:
         stored = cached_png(client, tmp_path / "lost.png", 23)
         handle = client.submit_one(Capability.VISION_SUMMARIZE, stored.sha256, stored.path)
-        assert client.store.redis.delete("vision") == 1  # the message is lost
+        assert client.redis.delete("vision") == 1  # the message is lost
         assert not (a.home / "jobs").exists()  # journalled in the bucket, not on A's disk
     finally:
         client.close()
     # Node B's sweep (what its workers' heartbeat runs) finds it in the shared journal.
     other = b.client()
     try:
-        assert sweep(other.app, other.store, grace=0, settle=0) == [handle.id]
+        assert recovery(other).sweep(grace=0, settle=0) == [handle.id]
     finally:
         other.close()
     b.start_worker("vision")
@@ -105,8 +105,8 @@ def test_a_lost_message_is_sent_again_from_the_shared_journal(nodes: Nodes, tmp_
         [done] = waiter.wait([handle], timeout=60)
         assert done.envelope is not None and done.envelope.status is Status.DONE
         # Any node's next sweep drops the entry of a finished job.
-        assert sweep(waiter.app, waiter.store, grace=0, settle=0) == []
-        assert list(waiter.store.journal.entries()) == []
+        assert recovery(waiter).sweep(grace=0, settle=0) == []
+        assert list(waiter.journal.entries()) == []
     finally:
         waiter.close()
 
@@ -150,7 +150,7 @@ def test_the_journal_entry_names_the_blob_not_a_path(nodes: Nodes, tmp_path: Pat
     try:
         stored = cached_png(client, tmp_path / "j.png", 26)
         handle = client.submit_one(Capability.VISION_SUMMARIZE, stored.sha256, stored.path)
-        body = client.store.journal.get(handle.id)
+        body = client.journal.get(handle.id)
     finally:
         client.close()
     assert body is not None

@@ -169,7 +169,7 @@ def test_a_burst_admitted_against_an_idle_mean_is_refused_late_not_timed_out(
                     codes[n].append(exc.status_code)
                     if exc.status_code == 504:  # its job must have started: not still queued
                         job_id = exc.response.headers["x-job-id"]
-                        if gateway.store.redis.zscore(keys.admitted(queue), job_id) is not None:
+                        if gateway.redis.zscore(keys.admitted(queue), job_id) is not None:
                             queued_at_504.append(job_id)
                     elif exc.status_code == 429:
                         assert exc.code == "rate_limit_exceeded"

@@ -184,7 +184,7 @@ def test_long_transcription_streams_segments_before_the_job_ends(
     events = iter(stream)
     first = next(events)
     assert first.type == "transcript.text.delta"
-    assert client.store.get(key) is None  # the first words came before the job's result
+    assert client.state.results.get(key) is None  # the first words came before the job's result
     rest = list(events)
     client.close()
     deltas = [first, *(e for e in rest if e.type == "transcript.text.delta")]
@@ -220,8 +220,8 @@ def test_speech_streams_before_the_synthesis_ends(
         first = next(chunks)
         # The first bytes are here and the job has not stored its result yet: the audio of
         # the first sentences left before the last ones were synthesised.
-        assert client.store.get(key) is None
-        assert client.store.redis.exists(keys.chunks(key))
+        assert client.state.results.get(key) is None
+        assert client.redis.exists(keys.chunks(key))
         rest = b"".join(chunks)
     samples, rate = decode(first + rest, "mp3")
     assert len(samples) / rate > 30  # thirty sentences

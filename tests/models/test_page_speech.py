@@ -23,7 +23,7 @@ def test_a_prefork_pool_grows_and_shrinks_from_the_page_and_a_spoken_reply_plays
 ) -> None:
     worker = speech_cluster.start_worker("tts", concurrency=1)
     client = speech_cluster.client()
-    store = client.store
+    view = client.state.view
     settings = speech_cluster.settings()
     try:
         request = store_request(settings, synthesis_request("The page plays this.", settings))
@@ -33,7 +33,7 @@ def test_a_prefork_pool_grows_and_shrinks_from_the_page_and_a_spoken_reply_plays
         assert spoken.status is Status.DONE
         with serve(speech_cluster) as served:
             log_in(browser, served.url, served.key)
-            row = f'#workers tr[data-worker="{store.live_workers()[0].name}"]'
+            row = f'#workers tr[data-worker="{view.live_workers()[0].name}"]'
 
             def processes() -> str:
                 return str(browser.find_element(By.CSS_SELECTOR, f"{row} td.procs").text)

@@ -45,11 +45,11 @@ def test_a_shrink_while_every_process_is_busy_says_so_and_happens_when_one_frees
     slow = {**ONE_THREAD, "MCP_MEDIA_VISION__TIMEOUT": "90"}
     worker = speech_cluster.start_worker("vision,tts", concurrency=2, wait=True, **slow)
     client = speech_cluster.client(**slow)
-    store = client.store
+    state = client.state
     try:
         with serve(speech_cluster) as served:
             log_in(browser, served.url, served.key)
-            (info,) = store.live_workers()
+            (info,) = state.view.live_workers()
             assert info.pool == "prefork" and info.concurrency == 2, info
             row = f'#workers tr[data-worker="{info.name}"]'
             wait_until(
@@ -77,7 +77,9 @@ def test_a_shrink_while_every_process_is_busy_says_so_and_happens_when_one_frees
             fake.set(mode="ok")  # the third image is answered at once
             finished = client.wait(handles, timeout=180)
             assert [h.status for h in finished] == [Status.DONE] * 3
-            wait_until("one process announced", lambda: store.live_workers()[0].concurrency == 1)
+            wait_until(
+                "one process announced", lambda: state.view.live_workers()[0].concurrency == 1
+            )
             wait_until("one pool child", lambda: len(worker.children()) == 1)
             wait_until(
                 "1 x 1 on the page",
@@ -110,13 +112,15 @@ def test_a_reply_that_failed_then_succeeded_on_retry_counts_done_and_plays_its_o
     capped = {**ONE_THREAD, "MCP_MEDIA_JOBS__MAX_DELIVERIES": "1"}
     first = speech_cluster.start_worker("tts", concurrency=1, wait=True, **capped)
     client = speech_cluster.client(**capped)
-    store = client.store
+    state = client.state
     settings = speech_cluster.settings(**capped)
     try:
         request = store_request(settings, synthesis_request(LONG_TEXT, settings))
         handle = client.submit_one(Capability.AUDIO_SYNTHESIZE, request.sha256, request.path)
         # The worker dies while it speaks; the next delivery passes the cap of one.
-        wait_until("the worker to take the job", lambda: store.claimed(handle.key), every=0.01)
+        wait_until(
+            "the worker to take the job", lambda: state.claims.claimed(handle.key), every=0.01
+        )
         first.kill()
         speech_cluster.start_worker("tts", concurrency=1, wait=True, **capped)
         (dead,) = client.wait([handle], timeout=180)
@@ -128,12 +132,14 @@ def test_a_reply_that_failed_then_succeeded_on_retry_counts_done_and_plays_its_o
             click(browser, f'#dead tr[data-job="{handle.id}"] button.retry')
             retried = wait_until(
                 "the retried reply to end done",
-                lambda: e if (e := store.get(handle.key)) and e.status is Status.DONE else None,
+                lambda: (
+                    e if (e := state.results.get(handle.key)) and e.status is Status.DONE else None
+                ),
             )
             wait_until("done = 1 on the page", lambda: shows(browser, "tts", "done", 1))
             wait_until("failed = 0 on the page", lambda: shows(browser, "tts", "failed", 0))
             assert count(browser, "tts", "dead") == 0
-            assert store.status_counts(Capability.AUDIO_SYNTHESIZE.value) == {"done": 1}
+            assert state.view.status_counts(Capability.AUDIO_SYNTHESIZE.value) == {"done": 1}
 
             final = float(retried.output["duration_s"])
             player = f'#recent article.done[data-sha256="{handle.key.sha256}"] audio'

@@ -1,4 +1,4 @@
-"""The one job path (`workers.jobs.execute`) on the in-memory store: dedup, version check,
+"""The one job path (`workers.jobs.execute`) on the in-memory shared state: dedup, version check,
 delivery cap and dead letters, claims, and every stage failure turned into a result."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from workers.jobs.execute import Job, Redelivered, execute
 from workers.jobs.resources import Resources
 from workers.jobs.stages import RUNNERS, Runner
 from workers.runtime.tasks import claim_retry
-from workers.state.memory import LocalStore
+from workers.state.shared_state import memory_state
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +49,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def resources(settings: Settings) -> Resources:
-    return Resources(settings, LocalStore(settings.sidecars()))
+    return Resources(settings, memory_state(settings.sidecars()))
 
 
 def cached_job(settings: Settings, **extra: Any) -> Job:
@@ -141,12 +141,12 @@ def test_delivery_cap_dead_letters(resources: Resources, settings: Settings) -> 
     cap = settings.jobs.max_deliveries
     job = cached_job(settings, job_id="poison", delivery="poison:0")
     for _ in range(cap):  # each delivery dies before it can store anything
-        assert resources.store.count_delivery("poison:0", 60) <= cap
+        assert resources.state.records.count_delivery("poison:0", 60) <= cap
     stage = CountingStage()
     envelope = execute(resources, job, runner=runner(stage))
     assert envelope.status is Status.FAILED and "dead-lettered" in (envelope.reason or "")
     assert stage.calls == []
-    (letter,) = resources.store.dead_letters()
+    (letter,) = resources.state.dead_letters.newest()
     assert letter["job_id"] == "poison" and letter["key"] == str(job.key)
 
 
@@ -154,14 +154,14 @@ def test_a_held_claim_is_redelivered_at_once_and_the_retry_takes_the_holders_res
     resources: Resources, settings: Settings
 ) -> None:
     job = cached_job(settings, job_id="j2")
-    store = resources.store
-    held = store.claim(job.key, ttl=30)
+    state = resources.state
+    held = state.claims.claim(job.key, ttl=30)
     assert held is not None
     stage = CountingStage()
     with pytest.raises(Redelivered):
         execute(resources, job, runner=runner(stage))
-    store.put(Envelope(Status.DONE, job.key, {"summary": "by the other"}, job_id="j1"))
-    store.release(held)
+    state.results.put(Envelope(Status.DONE, job.key, {"summary": "by the other"}, job_id="j1"))
+    state.claims.release(held)
     again = execute(resources, job, runner=runner(stage))
     assert again.job_id == "j1"
     assert stage.calls == []
@@ -173,13 +173,13 @@ def test_a_delivery_that_finds_its_key_claimed_is_not_counted_against_the_cap(
     """A poison job's kills count in every retry round; claim retries, which ran nothing,
     never do (so they neither eat the budget nor hide the kills)."""
     job = cached_job(settings, job_id="j3", delivery="j3")
-    store = resources.store
-    held = store.claim(job.key, ttl=30)
+    state = resources.state
+    held = state.claims.claim(job.key, ttl=30)
     assert held is not None
     for _ in range(5):
         with pytest.raises(Redelivered):
             execute(resources, job, runner=runner(CountingStage()))
-    assert store.count_delivery("j3", 60) == 1  # none of the five was counted
+    assert state.records.count_delivery("j3", 60) == 1  # none of the five was counted
 
 
 def test_claim_retries_back_off_to_the_claim_ttl_and_outlast_the_holder() -> None:

@@ -81,7 +81,7 @@ def test_an_old_failure_never_answers_the_new_job(tmp_path: Path) -> None:
     gw = gateway(tmp_path, stage)
     sha, path = image(gw)
     key = gw.key(CAP, sha)
-    gw.resources.store.put(Envelope(Status.FAILED, key, {}, job_id="old", reason="boom"))
+    gw.resources.state.results.put(Envelope(Status.FAILED, key, {}, job_id="old", reason="boom"))
     handle = gw.submit_one(CAP, sha, path)
     assert handle.admission is Admission.QUEUED and handle.id != "old"
     assert gw.wait([handle], 0.05)[0].envelope is None  # not the stored failure

@@ -8,7 +8,7 @@ import sys
 from workers.cli.common import (
     CliError,
     broker_for,
-    check_storage,
+    check_shared_files,
     connect_client,
     print_json,
     say,
@@ -94,7 +94,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError(f"unknown queue(s) {sorted(unknown)}; choose from {', '.join(QUEUES)}")
     from workers.runtime.readiness import check_ready
 
-    check_storage(settings)  # before the probes: a bucket that cannot be used is one line
+    check_shared_files(settings)  # before the probes: a bucket that cannot be used is one line
     check_ready(settings, queues)
     app = create_app(settings, broker_for(settings))
     return run_worker(app, settings, queues, args.concurrency)
@@ -137,15 +137,15 @@ def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
 def _live_workers(settings: Settings, url: str) -> list[str]:
     import redis
 
-    from workers.state.store import redis_store
+    from workers.state.shared_state import open_redis_state
 
-    store = redis_store(settings, url)
+    state = open_redis_state(settings, url)
     try:
-        return [w.name for w in store.live_workers()]
+        return [w.name for w in state.view.live_workers()]
     except redis.RedisError:
         return []
     finally:
-        store.close()
+        state.close()
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:

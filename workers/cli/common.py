@@ -15,7 +15,7 @@ from pipelines.render import json_safe
 from workers.core.settings import Settings
 
 if TYPE_CHECKING:
-    from workers.files.shared import Storage
+    from workers.files.shared_files import SharedFiles
     from workers.gateways.cluster import JobHandle, MediaClient
 
 EXIT_USAGE = 2
@@ -90,19 +90,19 @@ def say(line: str) -> None:
     sys.stderr.write(f"mcp-media: {line}\n")
 
 
-def check_storage(settings: Settings) -> Storage:
+def check_shared_files(settings: Settings) -> SharedFiles:
     """What nodes share besides Redis: a missing bucket or refused credentials is one line
-    now, not a failed job later. Returns the checked storage, for the client to reuse."""
-    from workers.files.shared import open_storage
+    now, not a failed job later. Returns the checked files, for the client to reuse."""
+    from workers.files.shared_files import open_shared_files
 
-    storage = open_storage(settings)
-    storage.blobs.check()
-    return storage
+    files = open_shared_files(settings)
+    files.blobs.check()
+    return files
 
 
 def broker_for(settings: Settings) -> str:
-    """The broker URL for a command, the shared storage checked first."""
-    check_storage(settings)
+    """The broker URL for a command, the shared files checked first."""
+    check_shared_files(settings)
     return _broker(settings)
 
 
@@ -123,8 +123,8 @@ def connect_client(settings: Settings, *, bounded: bool = False) -> MediaClient:
     """The cluster's gateway (`bounded`: see `MediaClient.connect`)."""
     from workers.gateways.cluster import MediaClient
 
-    storage = check_storage(settings)  # checked once, and handed to the client
-    return MediaClient.connect(settings, _broker(settings), storage, bounded=bounded)
+    files = check_shared_files(settings)  # checked once, and handed to the client
+    return MediaClient.connect(settings, _broker(settings), files, bounded=bounded)
 
 
 def run_jobs(

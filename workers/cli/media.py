@@ -197,7 +197,7 @@ def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
         job_id, key, envelope = client.result(args.ident)
         status = envelope.status.value if envelope else None
         if envelope is None and key is not None:
-            status = "running" if client.store.claimed(key) else "pending"
+            status = "running" if client.state.claims.claimed(key) else "pending"
     finally:
         client.close()
     if key is None:

@@ -13,30 +13,32 @@ from workers.broker.embedded import broker_url
 from workers.broker.target import RedisTarget
 from workers.core.capabilities import CAPABILITIES, QUEUES
 from workers.core.settings import Settings
-from workers.files.shared import open_storage
-from workers.state.store import redis_store
+from workers.files.shared_files import open_shared_files
+from workers.state.shared_state import broker_client, redis_state
 
 
 def collect(settings: Settings, url: str | None = None) -> dict[str, Any]:
     url = url or broker_url(settings.home, settings.redis_url).url
-    store = redis_store(settings, url)
+    files = open_shared_files(settings)
+    state = redis_state(broker_client(settings, url), files.sidecars, settings.jobs.result_ttl)
+    view = state.view
     try:
-        workers = store.live_workers()
-        waiting = store.queue_lengths(QUEUES)
+        workers = view.live_workers()
+        waiting = view.queue_lengths(QUEUES)
         running = {q: sum(w.active_by_queue.get(q, 0) for w in workers) for q in QUEUES}
         return {
             "broker": RedisTarget.of(settings, url).where(),
-            "store": open_storage(settings).blobs.describe(),
+            "store": files.blobs.describe(),
             "queues": {q: {"waiting": waiting[q], "running": running[q]} for q in QUEUES},
             "results": {
-                spec.capability.value: store.status_counts(spec.capability.value)
+                spec.capability.value: view.status_counts(spec.capability.value)
                 for spec in CAPABILITIES.values()
             },
             "workers": [w.to_json() for w in workers],
-            "dead_letters": store.dead_letter_count(),
+            "dead_letters": view.dead_letter_count(),
         }
     finally:
-        store.close()
+        state.close()
 
 
 def _mib(value: float | None) -> str:

@@ -6,9 +6,10 @@ The wait is estimated from the work ahead of the job in its queue (admitted jobs
 has started, plus the jobs running, at most one per slot), the slots of the live workers
 serving the queue, and the measured mean service time of the queue's jobs (a moving average of
 the time each done job held its slot, from its start to its result, kept beside the queue's
-admission state). The Redis
-store computes the same in its admission script, so a burst of submitters cannot all pass
-one estimate; this module holds the rule and the in-memory twin's arithmetic.
+admission state). This module holds the arithmetic; the admission port
+(`workers.state.admission`) applies it: its Redis adapter computes the same in its scripts,
+so that a burst of submitters cannot all pass one estimate, and its in-memory twin calls
+these functions.
 
 The mean measured while the queue was idle is too optimistic when a burst arrives, so the
 first wave can all be admitted against it. Late refusal corrects that: while an admitted job
@@ -22,33 +23,9 @@ for to the end.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
-from pipelines.results import Envelope
 
 SERVICE_WEIGHT = 0.2  # weight of the newest job in the mean service time (the first 5 average)
 RUNNING_TTL = 3600  # a started job whose worker died leaves the running set after this
-
-
-@dataclass(frozen=True, slots=True)
-class Admitted:
-    """What `admit` decided: `settled` (with the stored envelope), `joined` (with the job in
-    flight), `queued` (the caller's job id, now registered), `refused` (queue depth) or
-    `busy` (expected to finish `expected` seconds from now, past the caller's wait)."""
-
-    decision: str
-    job_id: str | None = None
-    envelope: Envelope | None = None
-    waiting: int = 0
-    expected: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class WaitBudget:
-    """How long the caller will wait for its job, and the slots serving its queue."""
-
-    seconds: float
-    slots: int
 
 
 def expected_wait(waiting: int, running: int, slots: int, mean: float) -> float | None:

@@ -28,11 +28,11 @@ from workers.core.capabilities import CAPABILITIES
 from workers.core.gateway import JobHandle, QueueFull
 from workers.core.settings import Settings
 from workers.files.blobs import Listed
-from workers.files.shared import Storage, open_storage
+from workers.files.shared_files import SharedFiles, open_shared_files
 
 if TYPE_CHECKING:
     from workers.gateways.cluster import MediaClient
-    from workers.state.store import ResultStore
+    from workers.state.coordination import Coordination
 
 SIDECARS_READ = ".from-sidecars"  # in cache/outputs: earlier spoken replies are marked
 LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it quickly
@@ -84,22 +84,22 @@ def select(
     selection: Selection,
     tally: Tally,
     version: Callable[[Capability], str] | None = None,
-    storage: Storage | None = None,
+    files: SharedFiles | None = None,
 ) -> Iterator[Listed]:
     """Media needing work under the current processor versions, from the blob store and
     the result sidecars alone (what the whole cluster holds, not Redis).
 
     `version` gives the version a job would get (a gateway's, from what the workers
     announce); without it, this process's own settings decide."""
-    storage = storage or open_storage(settings)
-    sidecars = storage.results
-    if MediaKind.AUDIO in selection.kinds and not storage.shared_nothing:
+    files = files or open_shared_files(settings)
+    sidecars = files.sidecars
+    if MediaKind.AUDIO in selection.kinds and not files.shared_nothing:
         mark_earlier_outputs(settings)  # a bucket marks outputs as they are stored
     since = selection.since.timestamp() if selection.since else None
     for kind in selection.kinds:
         capability = JOB_FOR_KIND[kind]
         version_now = version(capability) if version else CAPABILITIES[capability].version(settings)
-        for item in storage.blobs.inputs(kind):  # never our own outputs (spoken replies)
+        for item in files.blobs.inputs(kind):  # never our own outputs (spoken replies)
             if selection.limit is not None and tally.selected >= selection.limit:
                 return
             if since is not None and item.modified < since:
@@ -135,11 +135,11 @@ def mark_earlier_outputs(settings: Settings) -> int:
 
 
 class _Lock:
-    """One reprocess run per media kind across the cluster: a lock per kind in the store,
+    """One reprocess run per media kind across the cluster: a lock per kind (coordination),
     renewed while the run lives, so a crashed run frees it within `LOCK_TTL`."""
 
-    def __init__(self, store: ResultStore, kinds: tuple[MediaKind, ...]) -> None:
-        self.store = store
+    def __init__(self, coordination: Coordination, kinds: tuple[MediaKind, ...]) -> None:
+        self.coordination = coordination
         self.names = [keys.reprocess_lock(kind.value) for kind in kinds]
         self.token = secrets.token_hex(8)
         self._stop = threading.Event()
@@ -147,9 +147,9 @@ class _Lock:
     def __enter__(self) -> _Lock:
         taken: list[str] = []
         for name in self.names:
-            if not self.store.take_lock(name, self.token, LOCK_TTL):
+            if not self.coordination.take_lock(name, self.token, LOCK_TTL):
                 for held in taken:
-                    self.store.release_lock(held, self.token)
+                    self.coordination.release_lock(held, self.token)
                 kind = name.rsplit(":", 1)[1]
                 raise AlreadyRunning(
                     f"another reprocess run for {kind} is in progress; wait for it or stop it "
@@ -162,12 +162,12 @@ class _Lock:
     def _renew(self) -> None:
         while not self._stop.wait(LOCK_TTL / 3):
             for name in self.names:
-                self.store.renew_lock(name, self.token, LOCK_TTL)
+                self.coordination.renew_lock(name, self.token, LOCK_TTL)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         for name in self.names:
-            self.store.release_lock(name, self.token)
+            self.coordination.release_lock(name, self.token)
 
 
 class Progress:
@@ -211,8 +211,8 @@ class Report:
     run last reported): a run that died leaves `running: true` and no lock.
     """
 
-    def __init__(self, store: ResultStore, selection: Selection, tally: Tally) -> None:
-        self.store = store
+    def __init__(self, coordination: Coordination, selection: Selection, tally: Tally) -> None:
+        self.coordination = coordination
         self.selection = selection
         self.tally = tally
         self.started_at = time.time()
@@ -233,7 +233,7 @@ class Report:
             "finished_at": time.time() if done else None,
         }
         for kind in self.selection.kinds:
-            self.store.put_report(keys.reprocess_progress(kind.value), body, REPORT_TTL)
+            self.coordination.put_report(keys.reprocess_progress(kind.value), body, REPORT_TTL)
 
 
 def _count(tally: Tally, status: str) -> None:
@@ -255,19 +255,19 @@ def run(
 ) -> Tally:
     tally = Tally()
     if dry_run:
-        for _ in select(client.settings, selection, tally, client.version, client.storage):
+        for _ in select(client.settings, selection, tally, client.version, client.files):
             pass
         return tally
-    with _Lock(client.store, selection.kinds):
+    with _Lock(client.state.coordination, selection.kinds):
         events: SimpleQueue[Envelope] = SimpleQueue()
         stop_following = client.events.watch_all(events.put)
         pending: dict[ResultKey, JobHandle] = {}
         progress = Progress(tally, out)
-        report = Report(client.store, selection, tally)
+        report = Report(client.state.coordination, selection, tally)
         report.write()
         try:
             try:
-                chosen = select(client.settings, selection, tally, client.version, client.storage)
+                chosen = select(client.settings, selection, tally, client.version, client.files)
                 for item in chosen:
                     capability = JOB_FOR_KIND[item.kind]
                     while True:  # admission refuses over the high water: wait our turn
@@ -334,7 +334,7 @@ def _drain(
 
 def _recheck(client: MediaClient, pending: dict[ResultKey, JobHandle], tally: Tally) -> None:
     """Events are fire-and-forget: also look results up, in case one was missed."""
-    found = client.store.get_many(list(pending))
+    found = client.state.results.get_many(list(pending))
     for key, envelope in found.items():
         if pending[key].answered_by(envelope):
             pending.pop(key)

@@ -33,15 +33,15 @@ from workers.core import keys
 from workers.core.capabilities import CAPABILITIES, QUEUES
 from workers.core.gateway import Admission, JobGateway, JobHandle, QueueBusy, QueueFull, answers
 from workers.core.settings import Settings
-from workers.core.wait_estimate import WaitBudget
 from workers.files.blobs import BlobRef
 from workers.files.node_cache import NodeCache, input_ref
-from workers.files.shared import Storage, open_storage
+from workers.files.shared_files import SharedFiles, open_shared_files
+from workers.state.admission import Decision, Submission, WaitBudget
 from workers.state.cancellation import progress as job_progress
 from workers.state.cancellation import request_cancel
 from workers.state.chunks import Chunk
 from workers.state.events import FALLBACK_POLL, EventFollower
-from workers.state.store import RedisStore, redis_store
+from workers.state.shared_state import SharedState, broker_client, redis_state
 
 __all__ = ["JobHandle", "MediaClient"]
 
@@ -57,17 +57,23 @@ class MediaClient(JobGateway):
     unavailable: tuple[type[Exception], ...] = (redis.RedisError, OperationalError)
 
     def __init__(
-        self, settings: Settings, app: Celery, store: RedisStore, storage: Storage | None = None
+        self,
+        settings: Settings,
+        app: Celery,
+        client: redis.Redis[bytes],
+        files: SharedFiles | None = None,
     ) -> None:
         self.settings = settings
         self.app = app
-        self.store = store
-        self.journal = store.journal
-        self.storage = storage or open_storage(settings)
+        self.redis = client
+        self.files = files or open_shared_files(settings)
+        self.journal = self.files.journal
+        # What the nodes share through Redis, port by port (closed with the client).
+        self.state: SharedState = redis_state(client, self.files.sidecars, settings.jobs.result_ttl)
         # Inputs are put in the blob store before their message is sent; outputs are
         # fetched into this machine's cache, so every path a door hands out is local.
-        self.node = NodeCache(settings.media_cache(), self.storage.blobs, 0)
-        self.events = EventFollower(store.redis)
+        self.node = NodeCache(settings.media_cache(), self.files.blobs, 0)
+        self.events = EventFollower(client)
         self.control = ClusterControl(app)
         self._versions: dict[Capability, str] = {}
         self._announced: dict[Capability, tuple[float, dict[str, Any] | None]] = {}
@@ -77,27 +83,27 @@ class MediaClient(JobGateway):
         cls,
         settings: Settings | None = None,
         url: str | None = None,
-        storage: Storage | None = None,
+        files: SharedFiles | None = None,
         *,
         bounded: bool = False,
     ) -> MediaClient:
-        """A client of `url`, else of MCP_MEDIA_REDIS_URL or the embedded broker. `storage`
-        is one the caller has checked; without it the settings' storage is opened and
+        """A client of `url`, else of MCP_MEDIA_REDIS_URL or the embedded broker. `files`
+        are shared files the caller has checked; without them the settings' are opened and
         checked here. `bounded`: a broker that is gone raises within the API's broker
         timeouts (a door answering a waiting caller) instead of being waited out."""
         from workers.broker.celery_config import base_app, bound_sending
         from workers.broker.embedded import broker_url
 
         settings = settings or Settings()
-        if storage is None:
-            storage = open_storage(settings)
-            storage.blobs.check()
+        if files is None:
+            files = open_shared_files(settings)
+            files.blobs.check()
         url = url or broker_url(settings.home, settings.redis_url).url
-        store = redis_store(settings, url, storage, bounded=bounded)
+        client = broker_client(settings, url, bounded=bounded)
         app = base_app(settings, url)
         if bounded:
             bound_sending(app, settings.api.broker_connect_timeout, settings.api.broker_timeout)
-        return cls(settings, app, store, storage)
+        return cls(settings, app, client, files)
 
     def fault(self, exc: BaseException) -> tuple[str, str] | None:
         """(code, what to tell the caller) when `exc` says the broker cannot serve: it does
@@ -119,7 +125,7 @@ class MediaClient(JobGateway):
     def close(self, finish_jobs: bool = False) -> None:
         """Disconnect (the jobs run on the cluster's workers, whatever `finish_jobs` says)."""
         self.events.close()
-        self.store.close()
+        self.state.close()
         self.app.close()
 
     def version(self, capability: Capability, params: Mapping[str, Any] | None = None) -> str:
@@ -145,7 +151,7 @@ class MediaClient(JobGateway):
             return cached[1]
         queue = CAPABILITIES[capability].queue
         tally: dict[str, tuple[int, float, dict[str, Any]]] = {}
-        for worker in self.store.serving(queue):
+        for worker in self.state.view.serving(queue):
             found = worker.versions.get(capability.value)
             if found is None:
                 continue
@@ -162,7 +168,7 @@ class MediaClient(JobGateway):
         return ResultKey(capability, self.version(capability, params), sha256)
 
     def get(self, key: ResultKey) -> Envelope | None:
-        found = self.store.get(key)
+        found = self.state.results.get(key)
         return self.localised(found) if found is not None else None
 
     def localised(self, envelope: Envelope) -> Envelope:
@@ -180,7 +186,7 @@ class MediaClient(JobGateway):
             # Never hand out another machine's path (a node without MCP_MEDIA_STORE__URL
             # among nodes with one, or a bucket that lost the blob): say why instead.
             reason = f"output blob not available on this machine: {exc}"
-            if not self.storage.shared_nothing:
+            if not self.files.shared_nothing:
                 reason += " (is MCP_MEDIA_STORE__URL set on the workers but not here?)"
             log.warning("%s: %s", envelope.key, reason)
             output = {k: v for k, v in envelope.output.items() if k not in ("path", "media_tag")}
@@ -228,10 +234,10 @@ class MediaClient(JobGateway):
         fresh = False
         if ref is None:
             ref = self._input(capability, sha256, path)
-            if ref.text is None and self.storage.shared_nothing:
+            if ref.text is None and self.files.shared_nothing:
                 fresh = self.node.blobs.put(ref, path)
         # The look-up also re-indexes a result Redis lost; the script decides.
-        existing = self.store.get(key, sidecar=not fresh)
+        existing = self.state.results.get(key, sidecar=not fresh)
         if answers(existing, None, force):
             assert existing is not None
             return JobHandle.settled(key, path, self.localised(existing))
@@ -241,18 +247,18 @@ class MediaClient(JobGateway):
         high_water = self.settings.jobs.high_water if limit else 0
         job_id = str(uuid.uuid4())
         budget = WaitBudget(within, self.slots(spec.queue)) if within is not None else None
-        admitted = self.store.admit(
-            key, job_id, inflight_ttl, spec.queue, high_water, force, budget
+        admitted = self.state.admission.admit(
+            Submission(key, job_id, inflight_ttl, spec.queue, high_water, force, budget)
         )
-        if admitted.decision == "settled":
+        if admitted.decision is Decision.SETTLED:
             assert admitted.envelope is not None
             return JobHandle.settled(key, path, self.localised(admitted.envelope))
-        if admitted.decision == "refused":
+        if admitted.decision is Decision.REFUSED:
             raise QueueFull(spec.queue, admitted.waiting, high_water)
-        if admitted.decision == "busy":
+        if admitted.decision is Decision.BUSY:
             assert within is not None
             raise QueueBusy(spec.queue, admitted.expected, within)
-        if admitted.decision == "joined":
+        if admitted.decision is Decision.JOINED:
             assert admitted.job_id is not None
             return JobHandle(
                 admitted.job_id, key, path, Status.PENDING, admission=Admission.JOINED, force=force
@@ -263,7 +269,7 @@ class MediaClient(JobGateway):
             "trace_id": trace_id,
             "params": dict(params or {}),
         }
-        if not self.storage.shared_nothing:
+        if not self.files.shared_nothing:
             # One shared home: a worker of the previous version (a rolling upgrade) reads
             # the path; this version reads the blob.
             kwargs["path"] = str(path)
@@ -277,7 +283,7 @@ class MediaClient(JobGateway):
             }
             # Durable first (what re-sends the job if its message is lost), then in Redis.
             self.journal.add(job_id, {**record, "ttl": inflight_ttl})
-            self.store.record_job(job_id, record, inflight_ttl)
+            self.state.records.record_job(job_id, record, inflight_ttl)
             self.app.send_task(
                 spec.task_name,
                 kwargs=kwargs,
@@ -288,16 +294,16 @@ class MediaClient(JobGateway):
             )
         except Exception:
             # Never sent: nothing may re-send it.
-            self.store.forget_job(key, job_id)
-            self.store.started(spec.queue, job_id)
+            self.state.admission.forget_job(key, job_id)
+            self.state.admission.started(spec.queue, job_id)
             self.journal.remove(job_id)
-            self.store.forget_record(job_id)
+            self.state.records.forget_record(job_id)
             raise
         return JobHandle(job_id, key, path, Status.PENDING, force=force)
 
     def slots(self, queue: str) -> int:
         """The slots of the live workers consuming `queue` (paused ones take nothing)."""
-        serving = [w for w in self.store.serving(queue) if queue not in w.paused]
+        serving = [w for w in self.state.view.serving(queue) if queue not in w.paused]
         return sum(w.concurrency or 1 for w in serving)
 
     def finish_estimate(self, handle: JobHandle) -> float | None:
@@ -305,11 +311,11 @@ class MediaClient(JobGateway):
         position and the current mean service time); None once a worker started it. The door
         refuses a caller late by it (`workers.core.wait_estimate.refuse_late`)."""
         queue = CAPABILITIES[handle.key.capability].queue
-        return self.store.finish_estimate(queue, handle.id, self.slots(queue))
+        return self.state.admission.finish_estimate(queue, handle.id, self.slots(queue))
 
     def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
         """The chunks of a streaming job after `after`, waiting up to `block_ms` for one."""
-        return self.store.read_chunks(keys.chunks(handle.key), after, block_ms)
+        return self.state.chunks.read(keys.chunks(handle.key), after, block_ms)
 
     def stream(self, handle: JobHandle, timeout: float) -> Iterator[bytes]:
         """The output of a streaming job (submitted with `params={"stream": keys.chunks(key)}`)
@@ -327,13 +333,13 @@ class MediaClient(JobGateway):
                         raise PermanentError(chunk.error)
                     return
                 yield chunk.data
-            if not chunks and handle.answered_by(self.store.get(handle.key)):
+            if not chunks and handle.answered_by(self.state.results.get(handle.key)):
                 return
         raise TimeoutError(f"the job {handle.id} streamed nothing more for {timeout:.0f} s")
 
     def recorded_input(self, job_id: str) -> Path | None:
         """The local file of a job's input, from its record (Redis, else the journal)."""
-        record = self.store.job_record(job_id) or self.journal.get(job_id)
+        record = self.state.records.job_record(job_id) or self.journal.get(job_id)
         kwargs = (record or {}).get("kwargs") or {}
         blob, path = kwargs.get("blob"), kwargs.get("path")
         if isinstance(blob, dict):
@@ -344,15 +350,15 @@ class MediaClient(JobGateway):
         return Path(path) if isinstance(path, str) else None
 
     def cancel(self, job_id: str) -> None:
-        request_cancel(self.store, job_id)
+        request_cancel(self.state.coordination, job_id)
 
     def progress(self, job_id: str) -> float | None:
-        done = job_progress(self.store, job_id)
+        done = job_progress(self.state.coordination, job_id)
         return float(done["done_s"]) if done is not None else None
 
     def waiting(self) -> dict[str, int]:
         """Jobs waiting in each queue (sent, not yet taken by a worker)."""
-        return self.store.queue_lengths(QUEUES)
+        return self.state.view.queue_lengths(QUEUES)
 
     def unserved(self, handles: Iterable[JobHandle]) -> dict[str, list[JobHandle]]:
         """The unfinished handles whose queue no live worker serves, by queue.
@@ -366,7 +372,7 @@ class MediaClient(JobGateway):
                 waiting.setdefault(CAPABILITIES[handle.key.capability].queue, []).append(handle)
         if not waiting:
             return {}
-        served = {queue for worker in self.store.live_workers() for queue in worker.queues}
+        served = {queue for worker in self.state.view.live_workers() for queue in worker.queues}
         return {queue: found for queue, found in waiting.items() if queue not in served}
 
     def wait(self, handles: list[JobHandle], timeout: float) -> list[JobHandle]:
@@ -397,7 +403,7 @@ class MediaClient(JobGateway):
                     missing = [(i, h) for i, h in open_.items() if i not in found]
                 if not missing:
                     break
-                stored = self.store.get_many([h.key for _, h in missing])
+                stored = self.state.results.get_many([h.key for _, h in missing])
                 for index, handle in missing:
                     envelope = stored.get(handle.key)
                     if envelope is not None and handle.answered_by(envelope):
@@ -434,7 +440,7 @@ class MediaClient(JobGateway):
         deadline = time.monotonic() + timeout
         try:
             while True:
-                stored = await loop.run_in_executor(None, self.store.get, handle.key)
+                stored = await loop.run_in_executor(None, self.state.results.get, handle.key)
                 if stored is not None and handle.answered_by(stored):
                     stored = await loop.run_in_executor(None, self.localised, stored)
                     return replace(handle, envelope=stored, status=stored.status)
@@ -456,7 +462,7 @@ class MediaClient(JobGateway):
         """A result by job id or by sha256 (newest processor version for that hash)."""
         if len(ident) == 64 and all(c in "0123456789abcdef" for c in ident):
             for capability in Capability:
-                key = self.store.latest_key(capability.value, ident)
+                key = self.state.results.latest_key(capability.value, ident)
                 current = self.key(capability, ident)
                 for candidate in (current, key):
                     if candidate is None:
@@ -464,11 +470,11 @@ class MediaClient(JobGateway):
                     envelope = self.get(candidate)
                     if envelope is not None:
                         return envelope.job_id, candidate, envelope
-                    job = self.store.inflight_job(candidate)
+                    job = self.state.admission.inflight_job(candidate)
                     if job is not None:
                         return job, candidate, None
             return None, None, None
-        key = self.store.key_for_job(ident)
+        key = self.state.results.key_for_job(ident)
         if key is None:
             return ident, None, None
         return ident, key, self.get(key)

@@ -63,7 +63,7 @@ class InlineGateway(JobGateway):
         return ResultKey(capability, self.resources.version(spec, params), sha256)
 
     def get(self, key: ResultKey) -> Envelope | None:
-        return self.resources.store.get(key)
+        return self.resources.state.results.get(key)
 
     def submit_one(
         self,
@@ -168,10 +168,10 @@ class InlineGateway(JobGateway):
         return None, None, None
 
     def cancel(self, job_id: str) -> None:
-        request_cancel(self.resources.store, job_id)
+        request_cancel(self.resources.state.coordination, job_id)
 
     def progress(self, job_id: str) -> float | None:
-        done = job_progress(self.resources.store, job_id)
+        done = job_progress(self.resources.state.coordination, job_id)
         return float(done["done_s"]) if done is not None else None
 
     def waiting(self) -> dict[str, int]:

@@ -1,5 +1,5 @@
 """Running one job: dedup, version check, delivery cap, claim, stage, result. The one path
-for Celery tasks and for `--inline` runs (which use the in-process `LocalStore`)."""
+for Celery tasks and for `--inline` runs (which use the in-memory shared state)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from workers.files.blobs import BlobRef
 from workers.jobs.resources import Resources
 from workers.jobs.stages import RUNNERS, Runner
 from workers.state.cancellation import CANCELLED, Cancelled, cancel_requested, running_job
-from workers.state.store import Claim, ResultStore
+from workers.state.claims import Claim, Claims
+from workers.state.results import Results
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +53,18 @@ class Job:
 
 
 @contextmanager
-def _renewing(store: ResultStore, claim: Claim, ttl: float) -> Iterator[None]:
+def _renewing(claims: Claims, claim: Claim, ttl: float) -> Iterator[None]:
     """Keep the claim alive while the stage runs; it expires by itself if we die."""
     stop = threading.Event()
 
     def renew() -> None:
         while not stop.wait(ttl / 3):
             try:
-                if store.renew(claim, ttl):
+                if claims.renew(claim, ttl):
                     continue
                 # Expired while nobody could renew it (a broker outage longer than the
                 # TTL): take it back, or a redelivered copy would run the job a second time.
-                if store.reclaim(claim, ttl):
+                if claims.reclaim(claim, ttl):
                     log.warning("claim on %s expired while running; taken back", claim.key)
                     continue
                 log.warning("claim on %s was lost while running", claim.key)
@@ -170,17 +171,17 @@ def execute(
     """
     spec = spec or CAPABILITIES[job.key.capability]
     runner = runner or RUNNERS[job.key.capability]
-    store = resources.store
+    state = resources.state
     if job.job_id is not None:
-        store.started(spec.queue, job.job_id)
-    existing = store.get(job.key)
+        state.admission.started(spec.queue, job.job_id)
+    existing = state.results.get(job.key)
     if answers(existing, job.job_id, job.force):
         assert existing is not None
         return existing  # finished before, or a stale redelivery of finished work
     own_version = resources.version(spec, job.params)
     if job.key.version != own_version:
         return _record(
-            store,
+            state.results,
             failed(
                 job,
                 f"processor version mismatch: submitted {job.key.version}, this worker runs "
@@ -190,29 +191,29 @@ def execute(
         )
     if job.delivery is not None and job.job_id is not None:
         cap = resources.settings.jobs.max_deliveries
-        count = store.count_delivery(job.delivery, ttl=DELIVERY_TTL)
+        count = state.records.count_delivery(job.delivery, ttl=DELIVERY_TTL)
         if count > cap:
             reason = f"dead-lettered: delivered {count} times (cap {cap}); the job kills its worker"
-            store.dead_letter(job.job_id, job.key, reason)
-            return _record(store, failed(job, reason))
+            state.dead_letters.add(job.job_id, job.key, reason)
+            return _record(state.results, failed(job, reason))
     ttl = resources.settings.jobs.claim_ttl
-    claim = store.claim(job.key, ttl)
+    claim = state.claims.claim(job.key, ttl)
     if claim is None:
         if job.delivery is not None and job.job_id is not None:
-            store.uncount_delivery(job.delivery)  # it ran nothing: not against the cap
+            state.records.uncount_delivery(job.delivery)  # it ran nothing: not against the cap
         raise Redelivered(f"{job.key} is claimed by another worker")
     try:
         # Whoever held the claim before us may have finished the work meanwhile.
-        found = store.get(job.key)
+        found = state.results.get(job.key)
         if answers(found, job.job_id, job.force):
             assert found is not None
             return found
-        if cancel_requested(store, job.job_id):  # asked to stop while it waited
-            return _record(store, failed(job, CANCELLED))
+        if cancel_requested(state.coordination, job.job_id):  # asked to stop while it waited
+            return _record(state.results, failed(job, CANCELLED))
         started, started_at = time.monotonic(), time.time()
         running = running_job.set(job.job_id)
         try:
-            with _renewing(store, claim, ttl):
+            with _renewing(state.claims, claim, ttl):
                 outcome = run_stage(resources, job, runner)
         finally:
             running_job.reset(running)
@@ -230,21 +231,21 @@ def execute(
         )
         # A broker refusing writes (MISCONF: its disk is full) may take them again within
         # seconds; the result is kept and stored then, while our claim still stands.
-        return _record(store, envelope, patience=ttl / 2)
+        return _record(state.results, envelope, patience=ttl / 2)
     finally:
-        store.release(claim)
+        state.claims.release(claim)
 
 
 def give_up(resources: Resources, job: Job, reason: str) -> Envelope:
     """Record that a job ends without running (its retries ran out): never silently absent."""
-    return _record(resources.store, failed(job, reason))
+    return _record(resources.state.results, failed(job, reason))
 
 
-def _record(store: ResultStore, envelope: Envelope, patience: float = 0.0) -> Envelope:
+def _record(results: Results, envelope: Envelope, patience: float = 0.0) -> Envelope:
     deadline, delay = time.monotonic() + patience, 0.1
     while True:
         try:
-            return _put(store, envelope)
+            return _put(results, envelope)
         except Exception as exc:
             if not _writes_refused(exc) or time.monotonic() + delay > deadline:
                 raise
@@ -259,9 +260,9 @@ def _writes_refused(exc: BaseException) -> bool:
     return any("MISCONF" in str(found) for found in causes(exc))
 
 
-def _put(store: ResultStore, envelope: Envelope) -> Envelope:
+def _put(results: Results, envelope: Envelope) -> Envelope:
     try:
-        store.put(envelope)
+        results.put(envelope)
     except Exception as exc:
         # The sidecar found no room. Raising would leave the job without an outcome: its
         # lease expires, it is re-sent, meets the same full disk, and so on for as long as
@@ -273,7 +274,7 @@ def _put(store: ResultStore, envelope: Envelope) -> Envelope:
         envelope = dataclasses.replace(
             envelope, status=Status.FAILED, output={}, reason=disk_full_reason(full)
         )
-        store.put(envelope, sidecar=False)
+        results.put(envelope, sidecar=False)
     if envelope.status is Status.DONE:
         log.info("stored %s result for %s (job %s)", envelope.status, envelope.key, envelope.job_id)
     else:

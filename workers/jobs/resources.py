@@ -6,14 +6,21 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from pipelines.engines.registry import vision_provider
 from pipelines.vision import VisionProvider
 from workers.core.settings import Settings
 from workers.core.stage_configs import stt_options, vision_config
 from workers.files.blobs import LocalBlobs
 from workers.files.node_cache import NodeCache
-from workers.files.shared import open_storage
-from workers.state.store import ResultStore, redis_store
+from workers.files.shared_files import open_shared_files
+from workers.state.shared_state import (
+    SharedState,
+    broker_client,
+    memory_state,
+    redis_state,
+)
 
 if TYPE_CHECKING:
     from pipelines.speech.stt import Transcriber
@@ -23,13 +30,19 @@ if TYPE_CHECKING:
 
 
 class Resources:
-    """What one worker process holds: settings, the result store, loaded engines."""
+    """What one worker process holds: settings, the shared state (and the broker client
+    it is on, for the worker's leases; None in process), loaded engines."""
 
     def __init__(
-        self, settings: Settings, store: ResultStore, node: NodeCache | None = None
+        self,
+        settings: Settings,
+        state: SharedState,
+        node: NodeCache | None = None,
+        broker: redis.Redis[bytes] | None = None,
     ) -> None:
         self.settings = settings
-        self.store = store
+        self.state = state
+        self.broker = broker
         # Where job inputs are found or fetched, and outputs published.
         self.node = node or NodeCache(
             settings.media_cache(), LocalBlobs(settings.media_cache()), node_budget(settings)
@@ -97,11 +110,13 @@ def for_process(settings: Settings, url: str) -> Resources:
     global _process
     with _process_lock:
         if _process is None:
-            storage = open_storage(settings)
+            files = open_shared_files(settings)
             node = NodeCache(
-                settings.media_cache(), storage.blobs, node_budget(settings), replicas=True
+                settings.media_cache(), files.blobs, node_budget(settings), replicas=True
             )
-            _process = Resources(settings, redis_store(settings, url, storage), node)
+            client = broker_client(settings, url)
+            state = redis_state(client, files.sidecars, settings.jobs.result_ttl)
+            _process = Resources(settings, state, node, client)
         return _process
 
 
@@ -112,7 +127,5 @@ def reset_process() -> None:
 
 
 def local_resources(settings: Settings) -> Resources:
-    """This process's engines with the in-memory store: `--inline` runs and probes."""
-    from workers.state.memory import LocalStore
-
-    return Resources(settings, LocalStore(settings.sidecars()))
+    """This process's engines with the in-memory shared state: `--inline` runs and probes."""
+    return Resources(settings, memory_state(settings.sidecars()))

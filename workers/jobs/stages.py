@@ -32,14 +32,14 @@ SLOT_POLL = 0.05
 def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> StageOutcome:
     """Describe one image, holding one of the cluster's provider slots while calling out."""
     config = resources.vision
-    store = resources.store
+    claims = resources.state.claims
     token: str | None = None
-    stop = stop_asked(store)
+    stop = stop_asked(resources.state.coordination)
     ttl = config.timeout + 15  # a dead holder's slot frees itself after this
     if config.provider.value == "openai":
         deadline = time.monotonic() + slot_wait
         while token is None:
-            token = store.acquire_slot(VISION_SLOT, config.max_concurrency, ttl)
+            token = claims.acquire_slot(VISION_SLOT, config.max_concurrency, ttl)
             if token is None:
                 if time.monotonic() > deadline:
                     return StageOutcome(
@@ -52,7 +52,7 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
         return summarize_image(path, config, resources.vision_provider(), stop)
     finally:
         if token is not None:
-            store.release_slot(VISION_SLOT, token)
+            claims.release_slot(VISION_SLOT, token)
 
 
 @contextmanager
@@ -60,18 +60,18 @@ def _streamed(
     resources: Resources, params: Mapping[str, Any] | None
 ) -> Iterator[Callable[[bytes], None] | None]:
     """With a `stream` param, the stage's output goes to that chunk stream (in the job's
-    store) as it comes, ended with the failure's reason if the stage fails."""
+    shared state) as it comes, ended with the failure's reason if the stage fails."""
     stream = (params or {}).get("stream")
     if not isinstance(stream, str):
         yield None
         return
-    store = resources.store
+    chunks = resources.state.chunks
     try:
-        yield lambda data: store.append_chunk(stream, data)
+        yield lambda data: chunks.append(stream, data)
     except BaseException as exc:
-        store.end_chunks(stream, f"{type(exc).__name__}: {exc}"[:300] or "failed")
+        chunks.end(stream, f"{type(exc).__name__}: {exc}"[:300] or "failed")
         raise
-    store.end_chunks(stream)
+    chunks.end(stream)
 
 
 def transcribe(
@@ -81,7 +81,7 @@ def transcribe(
     options = stt_options(params)
     engines = resources.transcriber(options)
     with _streamed(resources, params) as on_segment:
-        at = checkpoint(resources.store)
+        at = checkpoint(resources.state.coordination)
         return run_transcribe(engines, resources.settings, path, options, on_segment, at)
 
 
@@ -90,7 +90,7 @@ def synthesize(
 ) -> StageOutcome:
     """Speak one request; with a `stream` param, audio goes out sentence by sentence."""
     with _streamed(resources, params) as on_chunk:
-        stop = stop_asked(resources.store)
+        stop = stop_asked(resources.state.coordination)
         outcome = run_synthesize(resources.synthesizer, resources.settings, path, on_chunk, stop)
     blob = outcome.output.get("blob")
     if outcome.status is Status.DONE and isinstance(blob, dict):

@@ -12,22 +12,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+import redis
 from celery import Celery
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from workers.broker.target import RedisTarget
 from workers.core import keys
+from workers.files.journal import JobJournal
 from workers.runtime.recovery import (
     HEARTBEAT_SECONDS,
     STALL_SECONDS,
     SWEEP_EVERY,
+    Recovery,
     held_jobs,
-    reap,
     renew_leases,
-    sweep,
 )
-from workers.state.store import RedisStore
+from workers.state.shared_state import SharedState
 
 log = logging.getLogger("mcp_media.recovery")
 
@@ -73,9 +74,18 @@ def rss_mib(pid: int) -> float | None:
 
 
 class Heartbeat:
-    def __init__(self, app: Celery, store: RedisStore, consumer: Any = None) -> None:
+    def __init__(
+        self,
+        app: Celery,
+        client: redis.Redis[bytes],
+        state: SharedState,
+        journal: JobJournal,
+        consumer: Any = None,
+    ) -> None:
         self.app = app
-        self.store = store
+        self.redis = client  # leases, announcements and the sweep lock: the runtime's own keys
+        self.state = state
+        self.recovery = Recovery(app, client, state, journal)
         self.consumer = consumer
         self.received = time.monotonic()
         self._idle_since: float | None = None
@@ -108,7 +118,7 @@ class Heartbeat:
         # What it consumes first, the pauses second: a pause or resume the page sends in
         # between is then seen as already done, never undone for a beat.
         consuming = set(self.consuming())
-        paused = self.store.paused_queues()
+        paused = self.state.coordination.paused_queues()
         for queue in self.queues:
             if queue in paused and queue in consuming:
                 log.warning("queue %s is paused: no longer consuming it", queue)
@@ -155,7 +165,7 @@ class Heartbeat:
         with self._lock:
             job_ids, self._to_lease = list(self._to_lease), set()
         try:
-            renew_leases(self.store.redis, job_ids)
+            renew_leases(self.redis, job_ids)
         except Exception:
             with self._lock:
                 self._to_lease.update(job_ids)  # the next beat leases them with the rest
@@ -170,7 +180,7 @@ class Heartbeat:
         loop after a broker restart) holds no lease, so nothing else would notice it."""
         now = time.monotonic() if now is None else now
         # A paused queue's messages are meant to wait: they are no sign of a stall.
-        waiting = sum(int(self.store.redis.llen(q)) for q in self.consuming())
+        waiting = sum(self.state.view.queue_lengths(self.consuming()).values())
         if (
             held
             or not waiting
@@ -224,13 +234,13 @@ class Heartbeat:
             "started_at": info.get("started_at", self._started_at),
             **busy,
             "rss_mib": rss_mib(os.getpid()),
-            "seen": self.store.now(),  # the broker's clock, as readers compare with it
+            "seen": self.state.view.now(),  # the broker's clock, as readers compare with it
         }
-        self.store.redis.hset(keys.WORKERS, info["name"], json.dumps(announcement))
+        self.redis.hset(keys.WORKERS, info["name"], json.dumps(announcement))
         self._announced = {**busy, "consuming": consuming}
 
     def forget(self) -> None:
-        """Remove this worker's announcement as it stops: one bounded try. The store's client
+        """Remove this worker's announcement as it stops: one bounded try. The state's client
         retries through a broker outage for about half a minute, which held a stopping
         worker that long with the broker gone; a stale announcement ages out by itself."""
         target = RedisTarget.of(self.app.conf.mcp_media_settings, self.app.conf.broker_url)
@@ -247,8 +257,8 @@ class Heartbeat:
     def _sweep(self) -> None:
         """One worker at a time sweeps the journal (the lock expires by itself)."""
         lock_ms = int(HEARTBEAT_SECONDS * SWEEP_EVERY * 1000)
-        if self.store.redis.set(keys.SWEEP_LOCK, str(os.getpid()), nx=True, px=lock_ms):
-            sweep(self.app, self.store)
+        if self.redis.set(keys.SWEEP_LOCK, str(os.getpid()), nx=True, px=lock_ms):
+            self.recovery.sweep()
 
     def _run(self) -> None:
         from celery.worker import state
@@ -277,10 +287,10 @@ class Heartbeat:
                 self.follow_pauses()
                 self._announce()
                 held = held_jobs(
-                    self.store.redis, list(state.reserved_requests), list(state.active_requests)
+                    self.redis, list(state.reserved_requests), list(state.active_requests)
                 )
-                renew_leases(self.store.redis, held)
-                reap(self.app, self.store)
+                renew_leases(self.redis, held)
+                self.recovery.reap()
                 if beats % SWEEP_EVERY == 0:
                     self._sweep()
                 if self.consumer is not None:

@@ -31,7 +31,7 @@ from celery import Celery
 from pipelines.results import ResultKey
 from workers.core import keys
 from workers.files.journal import JobJournal
-from workers.state.store import RedisStore
+from workers.state.shared_state import SharedState
 
 log = logging.getLogger("mcp_media.recovery")
 
@@ -67,42 +67,6 @@ def renew_leases(
 
 def drop_lease(client: redis.Redis[bytes], job_id: str) -> None:
     client.zrem(keys.LEASES, job_id)
-
-
-def _settled(store: RedisStore, job_id: str, record: dict[str, Any]) -> bool:
-    """The job's key has a finished result that answers this job."""
-    envelope = store.get(ResultKey.parse(record["kwargs"]["key"]))
-    if envelope is None or not envelope.status.finished:
-        return False
-    forced = bool((record["kwargs"].get("params") or {}).get("force"))
-    return not forced or envelope.job_id == job_id
-
-
-def _resend(app: Celery, store: RedisStore, job_id: str, record: dict[str, Any]) -> None:
-    body = {k: record[k] for k in ("task", "kwargs", "queue", "soft", "hard")}
-    ttl = int(record.get("ttl") or 86400)
-    key = ResultKey.parse(record["kwargs"]["key"])
-    pipe = store.redis.pipeline()
-    pipe.set(keys.job_record(job_id), json.dumps(body), ex=ttl)  # lost with the AOF tail?
-    pipe.set(keys.inflight(key), job_id, nx=True, ex=ttl)
-    pipe.set(keys.job(job_id), str(key), nx=True, ex=ttl)
-    pipe.execute()
-    app.send_task(
-        record["task"],
-        kwargs=record["kwargs"],
-        task_id=job_id,
-        queue=record["queue"],
-        soft_time_limit=record["soft"],
-        time_limit=record["hard"],
-    )
-
-
-def _record(store: RedisStore, journal: JobJournal, job_id: str) -> dict[str, Any] | None:
-    raw = store.redis.get(keys.job_record(job_id))
-    if raw is not None:
-        record: dict[str, Any] = json.loads(raw)
-        return record
-    return journal.get(job_id)
 
 
 SETTLE_SECONDS = LEASE_SECONDS + HEARTBEAT_SECONDS
@@ -148,28 +112,6 @@ def broker_settled(client: redis.Redis[bytes], settle: float = SETTLE_SECONDS) -
     if settle <= 0:
         return True
     return served_for(client) >= settle
-
-
-def reap(app: Celery, store: RedisStore, settle: float = SETTLE_SECONDS) -> list[str]:
-    """Re-send every job whose lease expired and whose result is not written yet."""
-    if not broker_settled(store.redis, settle):
-        return []
-    take = store.redis.register_script(_TAKE_EXPIRED)
-    journal = store.journal
-    resent = []
-    for raw in take(keys=[keys.LEASES], args=[time.time()]):
-        job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
-        record = _record(store, journal, job_id)
-        if record is None:
-            continue
-        if _settled(store, job_id, record):
-            journal.remove(job_id)
-            continue
-        _resend(app, store, job_id, record)
-        journal.touch(job_id)
-        log.warning("re-sent job %s: its worker stopped renewing its lease", job_id)
-        resent.append(job_id)
-    return resent
 
 
 def held_jobs(
@@ -228,45 +170,106 @@ def _queued(client: redis.Redis[bytes], queue: str, wanted: set[str]) -> set[str
     return found
 
 
-def sweep(
-    app: Celery,
-    store: RedisStore,
-    grace: float = SWEEP_GRACE,
-    now: float | None = None,
-    settle: float = SETTLE_SECONDS,
-) -> list[str]:
-    """Re-send journalled jobs nobody will deliver: no finished result, no message waiting
-    in their queue, no live lease, for `grace` seconds. Drop the entries of finished jobs."""
-    journal = store.journal
-    now = time.time() if now is None else now
-    stale = [e for e in journal.entries() if now - e.touched >= grace]
-    if not stale or not broker_settled(store.redis, settle):
-        return []
-    open_jobs = []
-    for entry in stale:
-        if _settled(store, entry.job_id, entry.body):
-            journal.remove(entry.job_id)
-        else:
-            open_jobs.append(entry)
-    if not open_jobs:
-        return []
-    # Leases before and after the queues: a message popped in between is leased by then.
-    held = _leased(store.redis, now)
-    by_queue: dict[str, set[str]] = {}
-    for entry in open_jobs:
-        if entry.job_id not in held:
-            by_queue.setdefault(entry.body["queue"], set()).add(entry.job_id)
-    queued = set().union(*(_queued(store.redis, q, ids) for q, ids in by_queue.items()))
-    held |= _leased(store.redis, time.time())
-    resent = []
-    for entry in open_jobs:
-        if entry.job_id in held or entry.job_id in queued:
-            continue
-        _resend(app, store, entry.job_id, entry.body)
-        journal.touch(entry.job_id)
-        log.warning(
-            "re-sent job %s: submitted, not finished, not queued and held by no worker",
-            entry.job_id,
+class Recovery:
+    """Re-sending the jobs nobody will deliver, through the Celery `app`: what the broker
+    `client` holds of them (leases, queued messages), the shared `state` (their results and
+    records) and the `journal` say which."""
+
+    def __init__(
+        self, app: Celery, client: redis.Redis[bytes], state: SharedState, journal: JobJournal
+    ) -> None:
+        self.app = app
+        self.redis = client
+        self.state = state
+        self.journal = journal
+
+    def reap(self, settle: float = SETTLE_SECONDS) -> list[str]:
+        """Re-send every job whose lease expired and whose result is not written yet."""
+        if not broker_settled(self.redis, settle):
+            return []
+        take = self.redis.register_script(_TAKE_EXPIRED)
+        resent = []
+        for raw in take(keys=[keys.LEASES], args=[time.time()]):
+            job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+            record = self._record(job_id)
+            if record is None:
+                continue
+            if self._settled(job_id, record):
+                self.journal.remove(job_id)
+                continue
+            self._resend(job_id, record)
+            self.journal.touch(job_id)
+            log.warning("re-sent job %s: its worker stopped renewing its lease", job_id)
+            resent.append(job_id)
+        return resent
+
+    def sweep(
+        self, grace: float = SWEEP_GRACE, now: float | None = None, settle: float = SETTLE_SECONDS
+    ) -> list[str]:
+        """Re-send journalled jobs nobody will deliver: no finished result, no message waiting
+        in their queue, no live lease, for `grace` seconds. Drop the entries of finished
+        jobs."""
+        now = time.time() if now is None else now
+        stale = [e for e in self.journal.entries() if now - e.touched >= grace]
+        if not stale or not broker_settled(self.redis, settle):
+            return []
+        open_jobs = []
+        for entry in stale:
+            if self._settled(entry.job_id, entry.body):
+                self.journal.remove(entry.job_id)
+            else:
+                open_jobs.append(entry)
+        if not open_jobs:
+            return []
+        # Leases before and after the queues: a message popped in between is leased by then.
+        held = _leased(self.redis, now)
+        by_queue: dict[str, set[str]] = {}
+        for entry in open_jobs:
+            if entry.job_id not in held:
+                by_queue.setdefault(entry.body["queue"], set()).add(entry.job_id)
+        queued = set().union(*(_queued(self.redis, q, ids) for q, ids in by_queue.items()))
+        held |= _leased(self.redis, time.time())
+        resent = []
+        for entry in open_jobs:
+            if entry.job_id in held or entry.job_id in queued:
+                continue
+            self._resend(entry.job_id, entry.body)
+            self.journal.touch(entry.job_id)
+            log.warning(
+                "re-sent job %s: submitted, not finished, not queued and held by no worker",
+                entry.job_id,
+            )
+            resent.append(entry.job_id)
+        return resent
+
+    def _record(self, job_id: str) -> dict[str, Any] | None:
+        record = self.state.records.job_record(job_id)
+        return record if record is not None else self.journal.get(job_id)
+
+    def _settled(self, job_id: str, record: dict[str, Any]) -> bool:
+        """The job's key has a finished result that answers this job."""
+        envelope = self.state.results.get(ResultKey.parse(record["kwargs"]["key"]))
+        if envelope is None or not envelope.status.finished:
+            return False
+        forced = bool((record["kwargs"].get("params") or {}).get("force"))
+        return not forced or envelope.job_id == job_id
+
+    def _resend(self, job_id: str, record: dict[str, Any]) -> None:
+        body = {k: record[k] for k in ("task", "kwargs", "queue", "soft", "hard")}
+        ttl = int(record.get("ttl") or 86400)
+        key = ResultKey.parse(record["kwargs"]["key"])
+        # Its record, in-flight entry and key, as the gateway and admission left them (lost
+        # with the AOF tail?), then the message again, with the job's own id.
+        pipe = self.redis.pipeline()
+        pipe.set(keys.job_record(job_id), json.dumps(body), ex=ttl)
+        pipe.set(keys.inflight(key), job_id, nx=True, ex=ttl)
+        pipe.set(keys.job(job_id), str(key), nx=True, ex=ttl)
+        pipe.execute()
+        self.app.send_task(
+            record["task"],
+            kwargs=record["kwargs"],
+            task_id=job_id,
+            queue=record["queue"],
+            soft_time_limit=record["soft"],
+            time_limit=record["hard"],
         )
-        resent.append(entry.job_id)
-    return resent

@@ -88,11 +88,15 @@ _heartbeat: Any = None
 
 def _start_heartbeat(app: Celery, consumer: Any = None) -> None:
     global _heartbeat
+    from workers.files.shared_files import open_shared_files
     from workers.runtime.heartbeat import Heartbeat
-    from workers.state.store import redis_store
+    from workers.state.shared_state import broker_client, redis_state
 
     settings = app.conf.mcp_media_settings
-    _heartbeat = Heartbeat(app, redis_store(settings, app.conf.broker_url), consumer)
+    files = open_shared_files(settings)
+    client = broker_client(settings, app.conf.broker_url)
+    state = redis_state(client, files.sidecars, settings.jobs.result_ttl)
+    _heartbeat = Heartbeat(app, client, state, files.journal, consumer)
     _heartbeat.start()
 
 
@@ -112,16 +116,16 @@ def _on_received(request: Any = None, **_: Any) -> None:
 def _hold_paused(app: Celery) -> None:
     """Queues paused on the jobs page are not consumed from the start: a worker started
     during a pause takes none of their jobs (its heartbeat consumes them once resumed)."""
-    from workers.state.store import redis_store
+    from workers.state.shared_state import open_redis_state
 
-    store = redis_store(app.conf.mcp_media_settings, app.conf.broker_url)
+    state = open_redis_state(app.conf.mcp_media_settings, app.conf.broker_url)
     try:
-        paused = store.paused_queues()
+        paused = state.coordination.paused_queues()
     except Exception:
         log.warning("could not read the paused queues; the heartbeat follows them", exc_info=True)
         return
     finally:
-        store.close()
+        state.close()
     for queue in (getattr(app.conf, "mcp_media_worker", None) or {}).get("queues", ()):
         if queue in paused:
             log.warning("queue %s is paused: not consuming it until it is resumed", queue)

@@ -19,7 +19,6 @@ from workers.jobs import resources
 from workers.jobs.execute import Job, Redelivered, execute, give_up
 from workers.jobs.stages import Runner
 from workers.runtime.recovery import drop_lease
-from workers.state.store import RedisStore
 
 CLAIM_RETRY_COUNTDOWN = 2.0  # the first retry of a held key; doubles up to the claim TTL
 
@@ -80,8 +79,8 @@ def make_task(app: Celery, spec: CapabilitySpec, runner: Runner | None = None) -
                 reason = f"gave up after {most} retries: {exc}"
                 return give_up(res, job, reason).to_json()
             raise self.retry(exc=exc, countdown=countdown, max_retries=most) from exc
-        if isinstance(res.store, RedisStore):
-            drop_lease(res.store.redis, job_id)
+        if res.broker is not None:
+            drop_lease(res.broker, job_id)
         return envelope.to_json()
 
 

@@ -1,4 +1,5 @@
-"""Asking a job to stop, and reading how far it got: two named reports in the store.
+"""Asking a job to stop, and reading how far it got: two named reports (the coordination
+port, `workers.state.coordination`).
 
 A door that gave up on a job (an MCP `tasks/cancel`) asks it to stop; its worker looks
 before it runs the stage and at every checkpoint the stage offers (each window of a
@@ -28,6 +29,8 @@ running_job: ContextVar[str | None] = ContextVar("running_job", default=None)
 
 
 class Reports(Protocol):
+    """The part of `Coordination` these read and write."""
+
     def put_report(self, name: str, report: dict[str, Any], ttl: int) -> None: ...
     def report(self, name: str) -> dict[str, Any] | None: ...
 
@@ -36,30 +39,30 @@ class Cancelled(PermanentError):
     """The job was asked to stop; its stage ends here."""
 
 
-def request_cancel(store: Reports, job_id: str) -> None:
-    store.put_report(keys.job_cancel(job_id), {"at": time.time()}, CANCEL_TTL)
+def request_cancel(reports: Reports, job_id: str) -> None:
+    reports.put_report(keys.job_cancel(job_id), {"at": time.time()}, CANCEL_TTL)
 
 
-def cancel_requested(store: Reports, job_id: str | None) -> bool:
-    return job_id is not None and store.report(keys.job_cancel(job_id)) is not None
+def cancel_requested(reports: Reports, job_id: str | None) -> bool:
+    return job_id is not None and reports.report(keys.job_cancel(job_id)) is not None
 
 
-def progress(store: Reports, job_id: str) -> dict[str, Any] | None:
+def progress(reports: Reports, job_id: str) -> dict[str, Any] | None:
     """What the job reported last ({"done_s": seconds of input done}), if anything."""
-    return store.report(keys.job_progress(job_id))
+    return reports.report(keys.job_progress(job_id))
 
 
-def stop_asked(store: Reports) -> Callable[[], bool] | None:
+def stop_asked(reports: Reports) -> Callable[[], bool] | None:
     """For the stage of the job running in this thread: has the job been asked to stop? A
     plain callable for pipelines that look between pieces of work (sentences, the provider's
     answer) and raise `pipelines.errors.Stopped`. None outside a job."""
     job_id = running_job.get()
     if job_id is None:
         return None
-    return lambda: cancel_requested(store, job_id)
+    return lambda: cancel_requested(reports, job_id)
 
 
-def checkpoint(store: Reports) -> Callable[[float], None] | None:
+def checkpoint(reports: Reports) -> Callable[[float], None] | None:
     """For the stage of the job running in this thread: record `done_s`, and raise
     `Cancelled` once the job was asked to stop. None outside a job."""
     job_id = running_job.get()
@@ -67,10 +70,12 @@ def checkpoint(store: Reports) -> Callable[[float], None] | None:
         return None
 
     def check(done_s: float) -> None:
-        if cancel_requested(store, job_id):
+        if cancel_requested(reports, job_id):
             raise Cancelled(CANCELLED)
         try:
-            store.put_report(keys.job_progress(job_id), {"done_s": round(done_s, 2)}, PROGRESS_TTL)
+            reports.put_report(
+                keys.job_progress(job_id), {"done_s": round(done_s, 2)}, PROGRESS_TTL
+            )
         except Exception:  # progress is for show: a broker refusing writes fails no job
             log.warning("progress of job %s not recorded", job_id, exc_info=True)
 

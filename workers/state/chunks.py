@@ -1,8 +1,7 @@
-"""Streamed job output: a worker hands chunks (encoded speech, sentence by sentence) to
-whoever waits for the job, through one stream per result key in the job's store (the
-store port's `append_chunk`, `end_chunks`, `read_chunks`: the Redis store uses the
-functions here, one Redis stream each; the in-memory twin keeps lists).
+"""Chunk streams, a job's output handed over as it comes: the port, its Redis adapter (one
+Redis stream per result key) and its in-memory twin.
 
+A worker hands chunks (encoded speech, sentence by sentence) to whoever waits for the job.
 A job asks for it with the param `stream` naming the stream (`keys.chunks(key)`); the worker
 appends `{"d": bytes}` entries as they come and ends with `{"end": ""}` (or the reason it
 failed). The stream is bounded (entries capped, each under a few hundred kB: one sentence)
@@ -13,8 +12,11 @@ The finished file in the cache stays the result; the stream is only the early co
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import redis
 
@@ -23,6 +25,7 @@ from workers.core import keys
 LIVE_TTL = 300
 DONE_TTL = 60
 MAX_ENTRIES = 10_000  # more than the sentences of the longest text a job accepts
+READ_COUNT = 64  # entries handed over by one read
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,33 +42,80 @@ def check_name(name: str) -> str:
     return name
 
 
-def append_chunk(client: redis.Redis[bytes], name: str, data: bytes) -> None:
-    """The worker's side: one more chunk (the stream lives `LIVE_TTL` past its last one)."""
-    pipe = client.pipeline()
-    pipe.xadd(check_name(name), {"d": data}, maxlen=MAX_ENTRIES, approximate=False)
-    pipe.expire(name, LIVE_TTL)
-    pipe.execute()
+class ChunkStreams(Protocol):
+    def append(self, name: str, data: bytes) -> None:
+        """The worker's side: one more chunk (the stream lives `LIVE_TTL` past its last one)."""
+        ...
+
+    def end(self, name: str, error: str = "") -> None:
+        """The end mark, with the reason when the job failed (the stream lives `DONE_TTL`
+        more)."""
+        ...
+
+    def read(self, name: str, after: str = "0", block_ms: int = 500) -> Sequence[Chunk]:
+        """The entries after `after`, waiting up to `block_ms` for the first one."""
+        ...
 
 
-def end_chunks(client: redis.Redis[bytes], name: str, error: str = "") -> None:
-    """The end mark, with the reason when the job failed (the stream lives `DONE_TTL` more)."""
-    pipe = client.pipeline()
-    pipe.xadd(check_name(name), {"end": error.encode()}, maxlen=MAX_ENTRIES, approximate=False)
-    pipe.expire(name, DONE_TTL)
-    pipe.execute()
+class RedisChunks:
+    def __init__(self, client: redis.Redis[bytes]) -> None:
+        self.redis = client
+
+    def append(self, name: str, data: bytes) -> None:
+        pipe = self.redis.pipeline()
+        pipe.xadd(check_name(name), {"d": data}, maxlen=MAX_ENTRIES, approximate=False)
+        pipe.expire(name, LIVE_TTL)
+        pipe.execute()
+
+    def end(self, name: str, error: str = "") -> None:
+        pipe = self.redis.pipeline()
+        pipe.xadd(check_name(name), {"end": error.encode()}, maxlen=MAX_ENTRIES, approximate=False)
+        pipe.expire(name, DONE_TTL)
+        pipe.execute()
+
+    def read(self, name: str, after: str = "0", block_ms: int = 500) -> Sequence[Chunk]:
+        found = self.redis.xread({check_name(name): after}, count=READ_COUNT, block=block_ms)
+        chunks: list[Chunk] = []
+        for _stream, entries in found or []:
+            for entry_id, fields in entries:
+                ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                if b"end" in fields:
+                    chunks.append(Chunk(ident, b"", end=True, error=fields[b"end"].decode()))
+                else:
+                    chunks.append(Chunk(ident, fields.get(b"d", b"")))
+        return chunks
 
 
-def read_chunks(
-    client: redis.Redis[bytes], name: str, after: str = "0", block_ms: int = 500
-) -> Sequence[Chunk]:
-    """The entries after `after`, waiting up to `block_ms` for the first one."""
-    found = client.xread({name: after}, count=64, block=block_ms)
-    chunks: list[Chunk] = []
-    for _stream, entries in found or []:
-        for entry_id, fields in entries:
-            ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            if b"end" in fields:
-                chunks.append(Chunk(ident, b"", end=True, error=fields[b"end"].decode()))
-            else:
-                chunks.append(Chunk(ident, fields.get(b"d", b"")))
-    return chunks
+class MemoryChunks:
+    """The twin, for one process: bounded lists, a reader woken by the next chunk. Streams
+    are kept until the process ends (its jobs are few)."""
+
+    def __init__(self) -> None:
+        self._appended = threading.Condition()
+        self._streams: dict[str, list[Chunk]] = {}
+
+    def append(self, name: str, data: bytes) -> None:
+        self._add(name, Chunk("", data))
+
+    def end(self, name: str, error: str = "") -> None:
+        self._add(name, Chunk("", b"", end=True, error=error))
+
+    def _add(self, name: str, chunk: Chunk) -> None:
+        with self._appended:
+            stream = self._streams.setdefault(check_name(name), [])
+            last = int(stream[-1].id) if stream else 0
+            stream.append(Chunk(str(last + 1), chunk.data, chunk.end, chunk.error))
+            del stream[:-MAX_ENTRIES]
+            self._appended.notify_all()
+
+    def read(self, name: str, after: str = "0", block_ms: int = 500) -> Sequence[Chunk]:
+        check_name(name)
+        seen = int(after.split("-")[0] or 0)
+        deadline = time.monotonic() + block_ms / 1000
+        with self._appended:
+            while True:
+                found = [c for c in self._streams.get(name, ()) if int(c.id) > seen]
+                left = deadline - time.monotonic()
+                if found or left <= 0:
+                    return found[:READ_COUNT]
+                self._appended.wait(left)

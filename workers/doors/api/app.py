@@ -167,7 +167,7 @@ def create_app(
     """The app of the HTTP door, listening on `host`; it holds the cluster's gateway
     `client` (closed with it)."""
     ctx = ApiContext(settings=settings, key=key, client=client)
-    ctx.metrics.watch(client.store)
+    ctx.metrics.watch(client.state.view)
     routes: list[BaseRoute] = [*health.routes(ctx)]
     routes += [
         *transcribe.routes(ctx),

@@ -61,14 +61,14 @@ def client_of(ctx: ApiContext) -> MediaClient:
 
 async def stored(ctx: ApiContext, key: ResultKey) -> Envelope | None:
     """The finished result that answers `key` now, if any (a dedup hit)."""
-    envelope = await to_thread.run_sync(client_of(ctx).store.get, key)
+    envelope = await to_thread.run_sync(client_of(ctx).state.results.get, key)
     return envelope if answers(envelope, None) else None
 
 
 async def served(ctx: ApiContext, capability: Capability) -> None:
     """503 while no live worker serves the capability's queue."""
     queue = CAPABILITIES[capability].queue
-    if not await to_thread.run_sync(client_of(ctx).store.serving, queue):
+    if not await to_thread.run_sync(client_of(ctx).state.view.serving, queue):
         raise ApiError(
             503,
             f"no worker serves the '{queue}' queue: start one with "
@@ -120,7 +120,7 @@ async def submit(
 
 async def poll(ctx: ApiContext, job: Submitted) -> Envelope | None:
     """The envelope that answers the job, or None while it runs."""
-    envelope = await to_thread.run_sync(client_of(ctx).store.get, job.handle.key)
+    envelope = await to_thread.run_sync(client_of(ctx).state.results.get, job.handle.key)
     return envelope if job.handle.answered_by(envelope) else None
 
 

@@ -20,7 +20,8 @@ from starlette.routing import BaseRoute, Route
 from workers.core.capabilities import CAPABILITIES, QUEUES
 
 if TYPE_CHECKING:
-    from workers.state.store import RedisStore
+    from workers.core.cluster_view import ClusterView
+    from workers.doors.api.context import ApiContext
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -55,13 +56,13 @@ class ApiMetrics:
             registry=self.registry,
         )
 
-    def watch(self, store: RedisStore) -> None:
-        self.registry.register(ClusterCollector(store))
+    def watch(self, view: ClusterView) -> None:
+        self.registry.register(ClusterCollector(view))
 
 
 class ClusterCollector(Collector):
-    def __init__(self, store: RedisStore) -> None:
-        self.store = store
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
 
     def describe(self) -> Iterator[Metric]:
         """Nothing to check at registration: asking the broker then would keep `serve` from
@@ -72,13 +73,13 @@ class ClusterCollector(Collector):
         depth = GaugeMetricFamily(
             "mcp_media_queue_depth", "Jobs waiting in each queue", labels=["queue"]
         )
-        for queue, count in self.store.queue_lengths(QUEUES).items():
+        for queue, count in self.view.queue_lengths(QUEUES).items():
             depth.add_metric([queue], count)
         yield depth
         workers = GaugeMetricFamily(
             "mcp_media_workers", "Live workers serving each queue", labels=["queue"]
         )
-        live = self.store.live_workers()
+        live = self.view.live_workers()
         for queue in QUEUES:
             workers.add_metric([queue], sum(queue in w.queues for w in live))
         yield workers
@@ -88,19 +89,19 @@ class ClusterCollector(Collector):
             labels=["capability", "status"],
         )
         for capability in CAPABILITIES:
-            for status, count in sorted(self.store.status_counts(capability.value).items()):
+            for status, count in sorted(self.view.status_counts(capability.value).items()):
                 jobs.add_metric([capability.value, status], count)
         yield jobs
         dead = GaugeMetricFamily("mcp_media_dead_letters", "Jobs on the dead-letter list")
-        dead.add_metric([], self.store.dead_letter_count())
+        dead.add_metric([], self.view.dead_letter_count())
         yield dead
 
 
-def routes(counters: ApiMetrics) -> list[BaseRoute]:
+def routes(ctx: ApiContext) -> list[BaseRoute]:
     async def metrics(request: Request) -> Response:
         from anyio import to_thread
 
-        body = await to_thread.run_sync(generate_latest, counters.registry)
+        body = await to_thread.run_sync(generate_latest, ctx.metrics.registry)
         return Response(body, media_type=CONTENT_TYPE)
 
     return [Route("/metrics", metrics, methods=["GET"])]

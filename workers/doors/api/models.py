@@ -36,10 +36,10 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         return JSONResponse({"object": "list", "data": data})
 
     async def readyz(request: Request) -> JSONResponse:
-        store = client_of(ctx).store
+        view = client_of(ctx).state.view
         try:
             serving = {
-                queue: len(await to_thread.run_sync(store.serving, queue)) for queue in READY_QUEUES
+                queue: len(await to_thread.run_sync(view.serving, queue)) for queue in READY_QUEUES
             }
         except Exception as exc:  # the broker is down: not ready, and say why
             shaped = ctx.fault(exc)

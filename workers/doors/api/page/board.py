@@ -1,10 +1,10 @@
 """What the jobs page shows and what it steers, read from and sent to the cluster.
 
-Everything comes from the machinery the CLI uses: the store's operations (queue lengths,
-counters, the workers' announcements, dead letters, pauses, locks, results),
-`workers.doors.reprocess` (runs and their tally) and the cluster's control (pause/resume, pool
-size). Calls block on Redis: the
-routes run them in a thread.
+Everything comes from the machinery the CLI uses: what it shows from the read-only cluster
+view (queue lengths, counters, the workers' announcements, dead letters, pauses, a reprocess
+run's report and lock, the newest results); what it steers through the gateway's ports
+(pauses, dead letters), `workers.doors.reprocess` (runs and their tally) and the cluster's
+control (pause/resume, pool size). Calls block on Redis: the routes run them in a thread.
 """
 
 from __future__ import annotations
@@ -65,17 +65,17 @@ class Board:
     # what the page shows
 
     def snapshot(self) -> dict[str, Any]:
-        store = self.client.store
-        workers = store.live_workers()
-        waiting = store.queue_lengths(QUEUES)
-        paused = store.paused_queues()
-        dead = store.dead_letters(DEAD_SHOWN)
-        dead_by_capability = store.dead_letter_counts()
+        view = self.client.state.view
+        workers = view.live_workers()
+        waiting = view.queue_lengths(QUEUES)
+        paused = view.paused_queues()
+        dead = view.dead_letters(DEAD_SHOWN)
+        dead_by_capability = view.dead_letter_counts()
         tiles = []
         for spec in CAPABILITIES.values():
             name = spec.capability.value
             kind = KIND_OF.get(spec.capability)
-            counts = store.status_counts(name)
+            counts = view.status_counts(name)
             tiles.append(
                 {
                     "capability": name,
@@ -100,11 +100,11 @@ class Board:
         }
 
     def _run_state(self, kind: MediaKind) -> dict[str, Any] | None:
-        store = self.client.store
-        report = store.report(keys.reprocess_progress(kind.value))
+        view = self.client.state.view
+        report = view.report(keys.reprocess_progress(kind.value))
         if report is None:
             return None
-        report["locked"] = store.locked(keys.reprocess_lock(kind.value))
+        report["locked"] = view.locked(keys.reprocess_lock(kind.value))
         finished = report["done"] + report["degraded"] + report["failed"]
         if report["running"]:
             total = max(report["selected"], 1)
@@ -115,10 +115,7 @@ class Board:
         return report
 
     def recent(self, limit: int = RECENT_SHOWN) -> list[dict[str, Any]]:
-        store = self.client.store
-        wanted = store.recent_keys(limit)
-        found = store.get_many(wanted)
-        return [found[k].to_json() for k in wanted if k in found]  # type: ignore[misc]
+        return [e.to_json() for e in self.client.state.view.recent_results(limit)]  # type: ignore[misc]
 
     def search(self, query: str) -> Found:
         query = query.strip()
@@ -151,9 +148,9 @@ class Board:
         assert kind is not None
         if kind is MediaKind.IMAGE and self.settings.vision.resolved_provider == "none":
             raise ApiError(409, "vision is turned off (MCP_MEDIA_VISION__ENABLED/PROVIDER)")
-        store = self.client.store
+        view = self.client.state.view
         with self._lock:
-            if kind.value in self._runs or store.locked(keys.reprocess_lock(kind.value)):
+            if kind.value in self._runs or view.locked(keys.reprocess_lock(kind.value)):
                 raise ApiError(409, f"a reprocess run for {kind.value} is already going")
             self._runs.add(kind.value)
         selection = Selection(kinds=(kind,), mode=mode, include_degraded=include_degraded)
@@ -177,12 +174,12 @@ class Board:
                     self._runs.discard(kind.value)
 
     def _serving(self, queue: str) -> list[str]:
-        return [w.name for w in self.client.store.live_workers() if queue in w.queues]
+        return [w.name for w in self.client.state.view.live_workers() if queue in w.queues]
 
     def pause(self, queue: str, paused: bool) -> str:
         if queue not in QUEUES:
             raise ApiError(400, f"unknown queue {queue[:40]!r}; one of {', '.join(QUEUES)}")
-        self.client.store.set_paused(queue, paused)
+        self.client.state.coordination.set_paused(queue, paused)
         names = self._serving(queue)
         told = self.client.control.consume(queue, not paused, names)
         verb = "paused" if paused else "resumed"
@@ -191,7 +188,7 @@ class Board:
     def resize(self, worker: str, delta: int) -> str:
         if delta not in (-1, 1):
             raise ApiError(400, "concurrency changes by one at a time (+1 or -1)")
-        found = [w for w in self.client.store.live_workers() if w.name == worker]
+        found = [w for w in self.client.state.view.live_workers() if w.name == worker]
         if not found:
             raise ApiError(404, f"no live worker named {worker[:120]!r}", code="unknown_worker")
         info = found[0]
@@ -211,7 +208,7 @@ class Board:
         return f"{info.name}: pool {'grows' if delta > 0 else 'shrinks'} by one {unit}"
 
     def _dead_entry(self, job_id: str) -> dict[str, Any]:
-        for entry in self.client.store.dead_letters(keys.DEAD_LETTERS_READ):
+        for entry in self.client.state.view.dead_letters(keys.DEAD_LETTERS_READ):
             if entry.get("job_id") == job_id:
                 return entry
         raise ApiError(404, f"no dead letter for job {job_id[:80]!r}", code="unknown_dead_letter")
@@ -236,15 +233,15 @@ class Board:
                 code="input_gone",
             )
         handle = client.submit_one(key.capability, key.sha256, path)
-        client.store.drop_dead_letter(job_id)
+        client.state.dead_letters.drop(job_id)
         return f"retried as job {handle.id}"
 
     def clear(self, job_id: str | None) -> str:
-        store = self.client.store
+        dead_letters = self.client.state.dead_letters
         if job_id is None:
-            return f"cleared {store.clear_dead_letters()} dead letter(s)"
+            return f"cleared {dead_letters.clear()} dead letter(s)"
         self._dead_entry(job_id)
-        store.drop_dead_letter(job_id)
+        dead_letters.drop(job_id)
         return f"cleared the dead letter of job {job_id}"
 
 

@@ -1,4 +1,5 @@
-"""Admission by expected wait: the estimate, the measured mean, the Retry-After."""
+"""Admission by expected wait: the arithmetic (`workers.core.wait_estimate`), the measured
+mean, the Retry-After."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """What every node of a cluster must share, besides Redis: blobs, result sidecars and the
 job journal. In the home on one machine (or one mounted volume); in an S3 bucket when
-MCP_MEDIA_STORE__URL names one."""
+MCP_MEDIA_STORE__URL names one. (What the nodes share through Redis is
+`workers.state.shared_state`.)"""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from workers.files.journal import JobJournal, Journal
 
 
 @dataclass(frozen=True, slots=True)
-class Storage:
+class SharedFiles:
     blobs: BlobStore
-    results: ResultFiles
+    sidecars: ResultFiles
     journal: JobJournal
 
     @property
@@ -24,13 +25,13 @@ class Storage:
         return self.blobs.remote
 
 
-def open_storage(settings: Settings) -> Storage:
-    """The storage the settings name (no network call: `check()` the blobs at start)."""
+def open_shared_files(settings: Settings) -> SharedFiles:
+    """The shared files the settings name (no network call: `check()` the blobs at start)."""
     if settings.store.url is None:
-        return Storage(
+        return SharedFiles(
             LocalBlobs(settings.media_cache()), settings.sidecars(), Journal(settings.home / "jobs")
         )
     from workers.files.s3 import S3Blobs, S3Bucket, S3Journal, S3Sidecars
 
     bucket = S3Bucket(settings.store)
-    return Storage(S3Blobs(bucket), S3Sidecars(bucket), S3Journal(bucket))
+    return SharedFiles(S3Blobs(bucket), S3Sidecars(bucket), S3Journal(bucket))
