@@ -21,7 +21,6 @@ from workers.core.capabilities import CAPABILITIES, QUEUES
 
 if TYPE_CHECKING:
     from workers.core.cluster_view import ClusterView
-    from workers.doors.api.context import ApiContext
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -97,11 +96,11 @@ class ClusterCollector(Collector):
         yield dead
 
 
-def routes(ctx: ApiContext) -> list[BaseRoute]:
+def routes(counters: ApiMetrics) -> list[BaseRoute]:
     async def metrics(request: Request) -> Response:
         from anyio import to_thread
 
-        body = await to_thread.run_sync(generate_latest, ctx.metrics.registry)
+        body = await to_thread.run_sync(generate_latest, counters.registry)
         return Response(body, media_type=CONTENT_TYPE)
 
     return [Route("/metrics", metrics, methods=["GET"])]
