@@ -36,8 +36,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     sys.stderr.write(
         f"mcp-media: serving http://{shown}:{port}/ (OpenAI audio API at /v1; key: {where})\n"
     )
+    client = connect_client(settings, bounded=True)
     uvicorn.run(
-        create_app(settings, key, connect_client(settings, bounded=True), host),
+        create_app(settings, key, client, host, cluster=client),
         host=host,
         port=port,
         log_level="warning",

@@ -31,6 +31,7 @@ from workers.broker.target import mask
 from workers.broker.transport import refuses_writes
 from workers.core import keys
 from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.catalog import Catalog
 from workers.core.gateway import Admission, JobGateway, JobHandle, QueueBusy, QueueFull, answers
 from workers.core.settings import Settings
 from workers.core.wait_estimate import WaitBudget
@@ -160,6 +161,19 @@ class MediaClient(JobGateway):
         self, capability: Capability, sha256: str, params: Mapping[str, Any] | None = None
     ) -> ResultKey:
         return ResultKey(capability, self.version(capability, params), sha256)
+
+    def catalog(self) -> Catalog:
+        """What the live workers of the tts and stt queues announce they serve (the same
+        announcement that keys their jobs); this door's configured voice while no tts
+        worker names one."""
+        return Catalog.announced(
+            self.announced(Capability.AUDIO_SYNTHESIZE),
+            self.announced(Capability.AUDIO_TRANSCRIBE),
+            voice=self.settings.tts.voice,
+        )
+
+    def serving(self, queue: str) -> int:
+        return len(self.store.serving(queue))
 
     def get(self, key: ResultKey) -> Envelope | None:
         found = self.store.get(key)

@@ -14,23 +14,17 @@ The finished file in the cache stays the result; the stream is only the early co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import redis
 
 from workers.core import keys
+from workers.core.gateway import Chunk
+
+__all__ = ["Chunk", "append_chunk", "end_chunks", "read_chunks"]
 
 LIVE_TTL = 300
 DONE_TTL = 60
 MAX_ENTRIES = 10_000  # more than the sentences of the longest text a job accepts
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    id: str
-    data: bytes
-    end: bool = False
-    error: str = ""
 
 
 def check_name(name: str) -> str:

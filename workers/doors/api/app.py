@@ -15,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workers.core.gateway import JobGateway
 from workers.core.settings import Settings
 from workers.doors.api import health, metrics, models, page, speech, transcribe
 from workers.doors.api.auth import CATALOG_PATHS, check_bearer, needs_key
@@ -162,25 +163,26 @@ def http_protocol(settings: Settings) -> type[asyncio.Protocol]:
 
 
 def create_app(
-    settings: Settings, key: str, client: MediaClient, host: str = "127.0.0.1"
+    settings: Settings,
+    key: str,
+    gateway: JobGateway,
+    host: str = "127.0.0.1",
+    cluster: MediaClient | None = None,
 ) -> Starlette:
-    """The app of the HTTP door, listening on `host`; it holds the cluster's gateway
-    `client` (closed with it)."""
-    ctx = ApiContext(settings=settings, key=key, client=client)
-    ctx.metrics.watch(client.store)
+    """The app of the HTTP door, listening on `host`; every job goes through `gateway`
+    (closed with the app). `cluster`: the cluster the jobs page shows and steers."""
+    ctx = ApiContext(settings=settings, key=key, gateway=gateway, cluster=cluster)
     routes: list[BaseRoute] = [*health.routes(ctx)]
-    routes += [
-        *transcribe.routes(ctx),
-        *speech.routes(ctx),
-        *models.routes(ctx),
-        *metrics.routes(ctx),
-        *page.routes(ctx),
-    ]
+    routes += [*transcribe.routes(ctx), *speech.routes(ctx), *models.routes(ctx)]
+    routes += metrics.routes(ctx)
+    if cluster is not None:
+        ctx.metrics.watch(cluster.store)
+        routes += page.routes(ctx)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        client.close()
+        gateway.close(finish_jobs=True)
 
     app = Starlette(routes=routes, exception_handlers={ApiError: _api_error}, lifespan=lifespan)
     known = frozenset(route.path for route in routes if isinstance(route, Route))

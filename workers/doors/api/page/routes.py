@@ -81,8 +81,8 @@ async def on_cluster(
 def routes(ctx: ApiContext) -> list[BaseRoute]:
     gate = Gate(ctx.key, SessionTable(ctx.settings.api.page_sessions))
     _watch(ctx, gate)
-    client = ctx.client
-    assert client is not None, "create_app gives the context its client"
+    client = ctx.cluster
+    assert client is not None, "create_app gives the jobs page its cluster"
     board = Board(ctx.settings, client)
 
     async def cluster(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
