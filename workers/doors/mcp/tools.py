@@ -340,9 +340,8 @@ class OwnTools:
         if not isinstance(text, str) or not text.strip():
             raise ToolInputError("text must be a non-empty string")
         voice = arguments.get("voice")
-        if voice is not None:
-            if not isinstance(voice, str) or not voice.strip():
-                raise ToolInputError("voice must be a voice name")
+        if voice is not None and (not isinstance(voice, str) or not voice.strip()):
+            raise ToolInputError("voice must be a voice name")
         served = await anyio.to_thread.run_sync(self.rewriter.gateway.catalog)
         if voice is not None:
             try:
