@@ -51,8 +51,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
         app = create_app(settings, key, InlineGateway(settings), host)
     else:
+        from workers.gateways.operations import ClusterOperations
+
         client = connect_client(settings, bounded=True)
-        app = create_app(settings, key, client, host, cluster=client)
+        app = create_app(settings, key, client, host, ClusterOperations(client))
     uvicorn.run(
         app,
         host=host,

@@ -21,8 +21,8 @@ from workers.core.catalog import Catalog
 from workers.core.wait_estimate import retry_after
 
 if TYPE_CHECKING:
+    from workers.core.blob_ref import BlobRef
     from workers.core.settings import Settings
-    from workers.files.blobs import BlobRef
 
 
 class Admission(StrEnum):

@@ -26,7 +26,6 @@ from pipelines.errors import PermanentError
 from pipelines.media import Capability
 from pipelines.render import audio_tag
 from pipelines.results import Envelope, ResultKey, Status
-from workers.broker.remote_control import ClusterControl
 from workers.broker.target import mask
 from workers.broker.transport import refuses_writes
 from workers.core import keys
@@ -69,7 +68,6 @@ class MediaClient(JobGateway):
         # fetched into this machine's cache, so every path a door hands out is local.
         self.node = NodeCache(settings.media_cache(), self.storage.blobs, 0)
         self.events = EventFollower(store.redis)
-        self.control = ClusterControl(app)
         self._versions: dict[Capability, str] = {}
         self._announced: dict[Capability, tuple[float, dict[str, Any] | None]] = {}
 

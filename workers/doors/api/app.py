@@ -7,7 +7,6 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -16,6 +15,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workers.core.gateway import JobGateway
+from workers.core.operations import Operations
 from workers.core.settings import Settings
 from workers.doors.api import health, metrics, models, page, speech, transcribe
 from workers.doors.api.auth import CATALOG_PATHS, check_bearer, needs_key
@@ -24,9 +24,6 @@ from workers.doors.api.errors import ApiError
 from workers.doors.api.metrics import ApiMetrics
 from workers.doors.http_heads import HeadLimits, HeadRefusal, head_protocol
 from workers.doors.listen import LOOPBACK_NAMES, host_allowed, is_loopback, machine_names
-
-if TYPE_CHECKING:
-    from workers.gateways.cluster import MediaClient
 
 log = logging.getLogger(__name__)
 
@@ -167,17 +164,18 @@ def create_app(
     key: str,
     gateway: JobGateway,
     host: str = "127.0.0.1",
-    cluster: MediaClient | None = None,
+    operations: Operations | None = None,
 ) -> Starlette:
     """The app of the HTTP door, listening on `host`; every job goes through `gateway`
-    (closed with the app). `cluster`: the cluster the jobs page shows and steers."""
-    ctx = ApiContext(settings=settings, key=key, gateway=gateway, cluster=cluster)
+    (closed with the app). `operations`: the cluster the jobs page shows and steers, and
+    `/metrics` reports (none where jobs run in this process: no page)."""
+    ctx = ApiContext(settings=settings, key=key, gateway=gateway, operations=operations)
     routes: list[BaseRoute] = [*health.routes(ctx)]
     routes += [*transcribe.routes(ctx), *speech.routes(ctx), *models.routes(ctx)]
     routes += metrics.routes(ctx)
-    if cluster is not None:
-        ctx.metrics.watch(cluster.store)
-        routes += page.routes(ctx)
+    if operations is not None:
+        ctx.metrics.watch(operations)
+        routes += page.routes(ctx, operations)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -13,6 +13,9 @@ from workers.doors.api.errors import ApiError
 
 TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 STT_ALIAS = "whisper-1"
+# A worker that serves the stt queue without saying what (its announcement failed, or it
+# predates announcing): the door passes every option on, and the worker decides.
+UNANNOUNCED_STT = SttModel(STT_ALIAS, multilingual=True, word_timestamps=True)
 
 
 async def catalog(ctx: ApiContext) -> Catalog:
@@ -25,15 +28,10 @@ def tts_models(found: Catalog) -> list[str]:
 
 
 def stt_model(found: Catalog) -> SttModel:
-    """The served STT model; a 503 naming the queue while no stt worker announced one."""
-    if found.stt is None:
-        raise ApiError(
-            503,
-            "no worker serves the 'stt' queue: start one with `mcp-media worker --queues stt`"
-            " (or `mcp-media up`)",
-            code="no_worker",
-        )
-    return found.stt
+    """The served STT model (what its options are checked against); while no stt worker
+    announced one, one that takes every option (with no worker at all, the request is a 503
+    once its upload is in: `jobs.served`)."""
+    return found.stt if found.stt is not None else UNANNOUNCED_STT
 
 
 def resolve_voice(ctx: ApiContext, found: Catalog, voice: str, model: str | None = None) -> str:

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from workers.core.gateway import JobGateway
+from workers.core.operations import Operations
 from workers.core.settings import Settings
 from workers.doors.api.errors import ApiError
 from workers.doors.api.faults import server_fault
 from workers.doors.api.metrics import ApiMetrics
-
-if TYPE_CHECKING:
-    from workers.gateways.cluster import MediaClient
 
 
 @dataclass(frozen=True)
@@ -21,7 +18,7 @@ class ApiContext:
     key: str
     gateway: JobGateway  # every job goes through it: the cluster's, or this process's
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
-    cluster: MediaClient | None = None  # the jobs page's figures and steering (being unwound)
+    operations: Operations | None = None  # the jobs page's view and steering of the cluster
 
     def fault(self, exc: BaseException) -> ApiError | None:
         """The shaped answer when `exc` is the server's fault: its disk full (507), its

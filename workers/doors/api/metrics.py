@@ -20,8 +20,8 @@ from starlette.routing import BaseRoute, Route
 from workers.core.capabilities import CAPABILITIES, QUEUES
 
 if TYPE_CHECKING:
+    from workers.core.operations import ClusterView
     from workers.doors.api.context import ApiContext
-    from workers.state.store import RedisStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -56,13 +56,13 @@ class ApiMetrics:
             registry=self.registry,
         )
 
-    def watch(self, store: RedisStore) -> None:
-        self.registry.register(ClusterCollector(store))
+    def watch(self, view: ClusterView) -> None:
+        self.registry.register(ClusterCollector(view))
 
 
 class ClusterCollector(Collector):
-    def __init__(self, store: RedisStore) -> None:
-        self.store = store
+    def __init__(self, view: ClusterView) -> None:
+        self.store = view
 
     def describe(self) -> Iterator[Metric]:
         """Nothing to check at registration: asking the broker then would keep `serve` from
