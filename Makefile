@@ -35,10 +35,10 @@ $(UPSTREAMS)/node_modules/.installed: $(UPSTREAMS)/package.json $(UPSTREAMS)/pac
 	touch $@
 
 test: $(STAMP) upstreams
-	$(BIN)/python -m pytest -m "not faults"
+	$(BIN)/python -m pytest -m "not faults" --durations=20
 
 test-faults: $(STAMP)
-	$(BIN)/python -m pytest -m faults tests/faults
+	$(BIN)/python -m pytest -m faults tests/faults --durations=20
 
 # The fault scenarios in sequence on one cluster, ROUNDS rounds, a CPU burner on every core.
 ROUNDS ?= 10

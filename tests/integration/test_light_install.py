@@ -103,7 +103,7 @@ def test_ingest_and_client_without_the_speech_extra(
 def test_light_core_imports_no_engine() -> None:
     """In the development install too: importing the client and ingest loads no engine."""
     script = (
-        "import sys, pipelines, workers.gateways.cluster, workers.doors.reprocess\n"
+        "import sys, pipelines, workers.gateways.cluster, workers.gateways.reprocess\n"
         f"print([m for m in {HEAVY!r} + ('workers.runtime', 'workers.jobs') if m in sys.modules])"
     )
     proc = subprocess.run(

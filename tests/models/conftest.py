@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import Cluster
+from workers.provisioning.models import ModelInfo, prepare
 
 
 @pytest.fixture
@@ -16,3 +17,9 @@ def speech_cluster(cluster: Cluster, models_home: Path) -> Iterator[Cluster]:
     cluster.home.mkdir(parents=True, exist_ok=True)
     (cluster.home / "models").symlink_to(models_home / "models")
     yield cluster
+
+
+@pytest.fixture(scope="session")
+def quality_models(models_home: Path) -> list[ModelInfo]:
+    """The quality tier (multilingual whisper base, Kokoro v1.0), prepared once."""
+    return prepare(models_home, tier="quality", log=lambda message: None)

@@ -23,17 +23,12 @@ from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import transcribe
 from pipelines.speech.tts import VoiceError
 from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door, speech_events
-from workers.provisioning.models import ModelInfo, prepare
+from workers.provisioning.models import ModelInfo
 
 pytestmark = pytest.mark.models
 
 SENTENCE = "The invoice was paid on Monday."
 CHINESE = "明天下午三点我们开会。"
-
-
-@pytest.fixture(scope="module")
-def quality_models(models_home: Path) -> list[ModelInfo]:
-    return prepare(models_home, tier="quality", log=lambda message: None)
 
 
 @pytest.fixture(scope="module")

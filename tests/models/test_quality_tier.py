@@ -21,18 +21,13 @@ from pipelines.speech.stt import Transcriber, transcribe
 from pipelines.speech.tts import TextToSpeech, VoiceError
 from tests.support.cluster import Cluster
 from tests.support.scoring import cer
-from workers.provisioning.models import KOKORO_V1, TIERS, ModelInfo, prepare
+from workers.provisioning.models import KOKORO_V1, TIERS, ModelInfo
 
 pytestmark = pytest.mark.models
 
 CHINESE = "请把季度报告在星期五之前发给财务部。明天下午三点我们开会。"
 ENGLISH = "Please send the quarterly report to the finance team in Rotterdam by Friday."
 QUALITY_ENV = {"MCP_MEDIA_STT__MODEL": "whisper-base", "MCP_MEDIA_TTS__VOICE": "kokoro-v1.0"}
-
-
-@pytest.fixture(scope="module")
-def quality_models(models_home: Path) -> list[ModelInfo]:
-    return prepare(models_home, tier="quality", log=lambda message: None)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ from pipelines.results import Envelope, ResultKey, Status
 from tests.support.factories import png_bytes, wav_bytes
 from workers.cli.supervisor import plan_concurrency, pool_for
 from workers.core.capabilities import CAPABILITIES
+from workers.core.operations import Selection
 from workers.core.settings import Settings
-from workers.doors.reprocess import Selection, Tally, select
+from workers.gateways.reprocess import Tally, select
 
 pytestmark = pytest.mark.unit
 CORES = len(os.sched_getaffinity(0))

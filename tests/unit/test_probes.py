@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.core.voices import Voice
+from workers.core.catalog import Voice
 from workers.jobs.probes import PHRASES, probe_speech
 
 pytestmark = pytest.mark.unit

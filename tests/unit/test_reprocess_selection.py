@@ -11,8 +11,9 @@ from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.sniff import Format
 from tests.support.factories import wav_bytes
+from workers.core.operations import Selection
 from workers.core.settings import Settings
-from workers.doors.reprocess import Selection, Tally, mark_earlier_outputs, select
+from workers.gateways.reprocess import Tally, mark_earlier_outputs, select
 
 pytestmark = pytest.mark.unit
 

@@ -10,12 +10,14 @@ import pytest
 
 from pipelines.speech.blend import BlendError, Part, canonical, mix, parse_blend
 from pipelines.speech.request import SynthesisRequest
+from workers.core.catalog import VoiceNotFound
+from workers.core.offers import prepared_voices
 from workers.core.settings import Settings
 from workers.core.stage_configs import tts_model
-from workers.core.voices import VoiceNotFound, aliases, prepared_voices, resolve_voice
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
 from workers.doors.api.speech import _request
+from workers.gateways.inline import InlineGateway, own_catalog
 
 pytestmark = pytest.mark.unit
 
@@ -87,6 +89,15 @@ def test_every_prepared_voice_is_listed_by_its_own_name(settings: Settings) -> N
     assert "kokoro-v1.0" not in listed  # a folder of voices, not a voice
 
 
+def resolve_voice(settings: Settings, voice: str, model: str | None = None) -> str:
+    """As a door resolves it: against the catalog this node's workers would announce."""
+    return own_catalog(settings).resolve_voice(voice, model, settings.api.voices)
+
+
+def aliases(settings: Settings) -> dict[str, str]:
+    return own_catalog(settings).aliases(settings.api.voices)
+
+
 def test_names_resolve_to_the_voice_they_name(settings: Settings) -> None:
     assert resolve_voice(settings, "af_heart") == "af_heart"
     assert resolve_voice(settings, "zf_xiaobei") == "zf_xiaobei"
@@ -105,7 +116,7 @@ def test_names_resolve_to_the_voice_they_name(settings: Settings) -> None:
         ("af_bella", PIPER, "belongs to model 'kokoro-v1.0'"),
         ("af_bella+zf_xiaobei", None, "mixes languages"),
         ("af_bella+nobody", None, "'nobody' in blend"),
-        (f"af_bella+{PIPER}", None, "not a prepared Kokoro voice"),
+        (f"af_bella+{PIPER}", None, "not a served Kokoro voice"),
         ("af_bella++af_sky", None, "empty part"),
     ],
 )
@@ -129,7 +140,8 @@ def test_openai_names_speak_english_whatever_the_default_voice(settings: Setting
 
 
 def _speech(settings: Settings, **body: object) -> SynthesisRequest:
-    params, *_ = _request(ApiContext(settings, key="k" * 24), {"input": "Hello.", **body})
+    ctx = ApiContext(settings, key="k" * 24, gateway=InlineGateway(settings))
+    params, *_ = _request(ctx, own_catalog(settings), {"input": "Hello.", **body})
     return SynthesisRequest.from_json(params)
 
 

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from celery import Celery
 
-CONTROL_TIMEOUT = 2.0
+from workers.core.operations import BUSY, CONTROL_TIMEOUT
+
+__all__ = ["BUSY", "CONTROL_TIMEOUT", "ClusterControl"]
+
 THREADS_COMMAND = "mcp_media_threads"  # registered by workers.runtime.pool_commands
 PROCESSES_COMMAND = "mcp_media_processes"  # likewise: a shrink that waits for a free process
-BUSY = "every process is busy; the pool shrinks by one when a process frees"
 
 
 class ClusterControl:

@@ -43,7 +43,8 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import datetime
 
     from pipelines.media import MediaKind
-    from workers.doors.reprocess import AlreadyRunning, Selection, run
+    from workers.core.operations import AlreadyRunning, Selection
+    from workers.gateways.reprocess import run
 
     kinds = {
         "image": (MediaKind.IMAGE,),

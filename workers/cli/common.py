@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines.ingest import ALL_CAPABILITIES
 from pipelines.media import Capability, JobRequest
 from pipelines.render import json_safe
+from workers.core.catalog import Catalog
 from workers.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -146,6 +147,20 @@ def run_jobs(
         if args.wait:
             handles = _wait_served(client, handles, args.wait)
         return handles
+    finally:
+        client.close()
+
+
+def served_catalog(args: argparse.Namespace, settings: Settings) -> Catalog:
+    """What the workers serve (voices, models, languages), as they announce it; with
+    `--inline`, what this process serves."""
+    if getattr(args, "inline", False):
+        from workers.gateways.inline import own_catalog
+
+        return own_catalog(settings)
+    client = connect_client(settings)
+    try:
+        return client.catalog()
     finally:
         client.close()
 

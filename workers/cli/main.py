@@ -25,7 +25,7 @@ from workers.cli.admin import (
 from workers.cli.common import EXIT_USAGE, CliError, check_text_args
 from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd_mcp, cmd_proxy
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
-from workers.cli.serve import add_serve_flags, cmd_serve
+from workers.cli.serve import add_inline_flag, add_serve_flags, cmd_serve
 from workers.core.confinement import confine_process
 from workers.core.settings import Settings
 
@@ -158,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="the HTTP API (OpenAI-compatible audio) and the jobs page")
     add_serve_flags(p)
+    add_inline_flag(p)
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("demo", help="the whole pipeline once on the bundled sample (make run)")

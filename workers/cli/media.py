@@ -29,6 +29,7 @@ from workers.cli.common import (
     read_input,
     read_text,
     run_jobs,
+    served_catalog,
 )
 from workers.core.settings import Settings
 
@@ -137,14 +138,17 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
     # The text rules are cheap and bounded: refuse text that cannot be spoken here, in one
     # line, before anything is stored or enqueued (the worker checks again).
     prepare(text, settings.tts.max_chars)
+    served = served_catalog(args, settings)
     if args.voice:
         from pipelines.errors import ConfigError
-        from workers.core.voices import VoiceNotFound, resolve_voice
+        from workers.core.catalog import VoiceNotFound
 
-        try:  # an unknown voice: one line, here (a client without models: the worker's)
-            args.voice = resolve_voice(settings, args.voice, here=False)
+        try:  # an unknown voice: one line, here, naming what the workers serve
+            args.voice = served.resolve_voice(args.voice, None, settings.api.voices)
         except VoiceNotFound as exc:
             raise ConfigError(str(exc)) from None
+    args.voice = args.voice or served.voice or None
+    if args.voice:
         settings.tts.voice = args.voice
     if args.stream:
         from workers.cli.streaming import speak_stream

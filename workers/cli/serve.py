@@ -17,6 +17,14 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="port (default 8000; MCP_MEDIA_API__PORT)")
 
 
+def add_inline_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--inline",
+        action="store_true",
+        help="run the jobs in this process, without a broker or workers (no jobs page)",
+    )
+
+
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     host = args.host or settings.api.host
     port = args.port or settings.api.port
@@ -33,11 +41,22 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     where = "MCP_MEDIA_API__KEY" if given else str(settings.home / KEY_FILE)
     shown = f"[{host}]" if ":" in host else host
+    how = "jobs run in this process" if args.inline else "jobs run on the workers"
     sys.stderr.write(
-        f"mcp-media: serving http://{shown}:{port}/ (OpenAI audio API at /v1; key: {where})\n"
+        f"mcp-media: serving http://{shown}:{port}/ (OpenAI audio API at /v1, {how}; "
+        f"key: {where})\n"
     )
+    if args.inline:
+        from workers.gateways.inline import InlineGateway
+
+        app = create_app(settings, key, InlineGateway(settings), host)
+    else:
+        from workers.gateways.operations import ClusterOperations
+
+        client = connect_client(settings, bounded=True)
+        app = create_app(settings, key, client, host, client.state.view, ClusterOperations(client))
     uvicorn.run(
-        create_app(settings, key, connect_client(settings, bounded=True), host),
+        app,
         host=host,
         port=port,
         log_level="warning",

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.media import Capability, MediaKind
+from workers.core.offers import stt_offer, tts_offer
 from workers.core.settings import Settings
 from workers.core.stage_configs import (
     stt_announcement,
+    stt_config,
     stt_keyed,
     stt_version,
     tts_version,
@@ -31,8 +33,9 @@ class CapabilitySpec:
     input_kind: MediaKind
     pool: str  # `threads` for I/O-bound work, `prefork` for CPU-bound models
     versioner: Callable[[Settings, Mapping[str, Any] | None], str]
-    # What a worker announces of this capability, and how a job is keyed from that: a
-    # producer keys its jobs by what the serving workers run, with no models of its own.
+    # What a worker announces of this capability (its version, and what it serves: the
+    # doors' catalog), and how a job is keyed from that: a producer keys its jobs by what
+    # the serving workers run, with no models of its own.
     announcer: Callable[[Settings], dict[str, Any]] | None = None
     keyer: Callable[[Mapping[str, Any], Mapping[str, Any] | None], str] | None = None
 
@@ -68,6 +71,14 @@ class CapabilitySpec:
         return soft, soft + 30
 
 
+def _stt_announcement(settings: Settings) -> dict[str, Any]:
+    return {**stt_announcement(settings), **stt_offer(settings, stt_config(settings).model_dir)}
+
+
+def _tts_announcement(settings: Settings) -> dict[str, Any]:
+    return {"version": tts_version(settings), **tts_offer(settings)}
+
+
 CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
     spec.capability: spec
     for spec in (
@@ -86,7 +97,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             input_kind=MediaKind.AUDIO,
             pool="prefork",
             versioner=stt_version,
-            announcer=stt_announcement,
+            announcer=_stt_announcement,
             keyer=stt_keyed,
         ),
         CapabilitySpec(
@@ -96,6 +107,7 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             input_kind=MediaKind.DOCUMENT,
             pool="prefork",
             versioner=tts_version,
+            announcer=_tts_announcement,
         ),
     )
 }

@@ -8,7 +8,7 @@ waits for the job it was handed, matched by job id. Two adapters keep one contra
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pipelines.errors import MediaError
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
+from workers.core.catalog import Catalog
 from workers.core.wait_estimate import retry_after
 
 if TYPE_CHECKING:
+    from workers.core.blob_ref import BlobRef
     from workers.core.settings import Settings
-    from workers.files.blobs import BlobRef
 
 
 class Admission(StrEnum):
@@ -58,6 +59,16 @@ class QueueBusy(MediaError):
             f"the '{queue}' queue is busy: a new job would finish in about {expected:.0f} s, "
             f"past the {within:g} s this server waits; retry in {self.retry_after} s"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A piece of a streaming job's output (`read_chunks`), or its end mark."""
+
+    id: str
+    data: bytes
+    end: bool = False
+    error: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +163,25 @@ class JobGateway(Protocol):
     def result(self, ident: str) -> tuple[str | None, ResultKey | None, Envelope | None]: ...
 
     def waiting(self) -> dict[str, int]: ...
+
+    def catalog(self) -> Catalog:
+        """What the serving workers offer (voices, models, languages, word timestamps), as
+        they announce it; where jobs run in this process, what this process serves."""
+        ...
+
+    def serving(self, queue: str) -> int:
+        """How many live workers serve `queue` (0: its jobs wait until one starts)."""
+        ...
+
+    def finish_estimate(self, handle: JobHandle) -> float | None:
+        """Seconds until the handle's job, still waiting in its queue, should finish; None
+        once it started, or where nothing estimates it."""
+        return None
+
+    def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
+        """The chunks a streaming job handed over after `after`, waiting up to `block_ms`
+        for one."""
+        ...
 
     def unserved(self, handles: Iterable[JobHandle]) -> dict[str, list[JobHandle]]:
         """The unfinished handles whose queue no live worker serves, by queue: none where

@@ -26,11 +26,11 @@ from pipelines.errors import PermanentError
 from pipelines.media import Capability
 from pipelines.render import audio_tag
 from pipelines.results import Envelope, ResultKey, Status
-from workers.broker.remote_control import ClusterControl
 from workers.broker.target import mask
 from workers.broker.transport import refuses_writes
 from workers.core import keys
 from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.catalog import Catalog
 from workers.core.gateway import Admission, JobGateway, JobHandle, QueueBusy, QueueFull, answers
 from workers.core.settings import Settings
 from workers.files.blobs import BlobRef
@@ -74,7 +74,6 @@ class MediaClient(JobGateway):
         # fetched into this machine's cache, so every path a door hands out is local.
         self.node = NodeCache(settings.media_cache(), self.files.blobs, 0)
         self.events = EventFollower(client)
-        self.control = ClusterControl(app)
         self._versions: dict[Capability, str] = {}
         self._announced: dict[Capability, tuple[float, dict[str, Any] | None]] = {}
 
@@ -166,6 +165,19 @@ class MediaClient(JobGateway):
         self, capability: Capability, sha256: str, params: Mapping[str, Any] | None = None
     ) -> ResultKey:
         return ResultKey(capability, self.version(capability, params), sha256)
+
+    def catalog(self) -> Catalog:
+        """What the live workers of the tts and stt queues announce they serve (the same
+        announcement that keys their jobs); this door's configured voice while no tts
+        worker names one."""
+        return Catalog.announced(
+            self.announced(Capability.AUDIO_SYNTHESIZE),
+            self.announced(Capability.AUDIO_TRANSCRIBE),
+            voice=self.settings.tts.voice,
+        )
+
+    def serving(self, queue: str) -> int:
+        return len(self.state.view.serving(queue))
 
     def get(self, key: ResultKey) -> Envelope | None:
         found = self.state.results.get(key)

@@ -14,15 +14,17 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
+from workers.core import keys
 from workers.core.capabilities import CAPABILITIES
-from workers.core.gateway import Admission, JobGateway, JobHandle, QueueFull, answers
+from workers.core.catalog import Catalog
+from workers.core.gateway import Admission, Chunk, JobGateway, JobHandle, QueueFull, answers
 from workers.core.settings import Settings
 from workers.files.blobs import BlobRef
 from workers.jobs.execute import Job, execute
@@ -55,6 +57,7 @@ class InlineGateway(JobGateway):
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._running: dict[ResultKey, tuple[str, concurrent.futures.Future[Envelope]]] = {}
         self._jobs: dict[str, ResultKey] = {}
+        self._catalog: Catalog | None = None
 
     def key(
         self, capability: Capability, sha256: str, params: Mapping[str, Any] | None = None
@@ -64,6 +67,18 @@ class InlineGateway(JobGateway):
 
     def get(self, key: ResultKey) -> Envelope | None:
         return self.resources.state.results.get(key)
+
+    def catalog(self) -> Catalog:
+        """What this process serves: the announcement a worker of this node would make."""
+        if self._catalog is None:
+            self._catalog = own_catalog(self.settings)
+        return self._catalog
+
+    def serving(self, queue: str) -> int:
+        return 1  # this process runs every queue's jobs itself
+
+    def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
+        return self.resources.state.chunks.read(keys.chunks(handle.key), after, block_ms)
 
     def submit_one(
         self,
@@ -187,6 +202,23 @@ class InlineGateway(JobGateway):
         """`finish_jobs` lets jobs running here end and write their results."""
         if self._pool is not None:
             self._pool.shutdown(wait=finish_jobs, cancel_futures=not finish_jobs)
+
+
+def own_catalog(settings: Settings) -> Catalog:
+    """What this process would serve: the announcements a worker of this node would make."""
+    return Catalog.announced(
+        _offer(settings, Capability.AUDIO_SYNTHESIZE),
+        _offer(settings, Capability.AUDIO_TRANSCRIBE),
+        voice=settings.tts.voice,
+    )
+
+
+def _offer(settings: Settings, capability: Capability) -> dict[str, Any] | None:
+    try:
+        return CAPABILITIES[capability].announce(settings)
+    except Exception:  # no model prepared for it: nothing offered (its jobs say why)
+        log.warning("nothing to offer for %s here", capability, exc_info=True)
+        return None
 
 
 def run_inline(

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from pipelines.errors import ConfigError
 from pipelines.speech.chinese_script import split_language
-from workers.core.voices import Voice, prepared_voices
+from workers.core.catalog import Voice
+from workers.core.offers import prepared_voices
 from workers.jobs.resources import Resources
 
 # language -> (what is said, words of it that must be heard: either script for Chinese)

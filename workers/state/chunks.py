@@ -15,25 +15,19 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import redis
 
 from workers.core import keys
+from workers.core.gateway import Chunk
+
+__all__ = ["Chunk", "ChunkStreams", "MemoryChunks", "RedisChunks"]
 
 LIVE_TTL = 300
 DONE_TTL = 60
 MAX_ENTRIES = 10_000  # more than the sentences of the longest text a job accepts
 READ_COUNT = 64  # entries handed over by one read
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    id: str
-    data: bytes
-    end: bool = False
-    error: str = ""
 
 
 def check_name(name: str) -> str:

@@ -7,7 +7,6 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -15,6 +14,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workers.core.cluster_view import ClusterView
+from workers.core.gateway import JobGateway
+from workers.core.operations import ClusterSteering
 from workers.core.settings import Settings
 from workers.doors.api import health, metrics, models, page, speech, transcribe
 from workers.doors.api.auth import CATALOG_PATHS, check_bearer, needs_key
@@ -23,9 +25,6 @@ from workers.doors.api.errors import ApiError
 from workers.doors.api.metrics import ApiMetrics
 from workers.doors.http_heads import HeadLimits, HeadRefusal, head_protocol
 from workers.doors.listen import LOOPBACK_NAMES, host_allowed, is_loopback, machine_names
-
-if TYPE_CHECKING:
-    from workers.gateways.cluster import MediaClient
 
 log = logging.getLogger(__name__)
 
@@ -162,25 +161,29 @@ def http_protocol(settings: Settings) -> type[asyncio.Protocol]:
 
 
 def create_app(
-    settings: Settings, key: str, client: MediaClient, host: str = "127.0.0.1"
+    settings: Settings,
+    key: str,
+    gateway: JobGateway,
+    host: str = "127.0.0.1",
+    view: ClusterView | None = None,
+    steering: ClusterSteering | None = None,
 ) -> Starlette:
-    """The app of the HTTP door, listening on `host`; it holds the cluster's gateway
-    `client` (closed with it)."""
-    ctx = ApiContext(settings=settings, key=key, client=client)
-    ctx.metrics.watch(client.state.view)
+    """The app of the HTTP door, listening on `host`; every job goes through `gateway`
+    (closed with the app). `view`: the cluster `/metrics` reports and the jobs page shows,
+    `steering`: what the page changes in it (both: the page is served)."""
+    ctx = ApiContext(settings=settings, key=key, gateway=gateway)
     routes: list[BaseRoute] = [*health.routes(ctx)]
-    routes += [
-        *transcribe.routes(ctx),
-        *speech.routes(ctx),
-        *models.routes(ctx),
-        *metrics.routes(ctx.metrics),
-        *page.routes(ctx),
-    ]
+    routes += [*transcribe.routes(ctx), *speech.routes(ctx), *models.routes(ctx)]
+    routes += metrics.routes(ctx.metrics)
+    if view is not None:
+        ctx.metrics.watch(view)
+    if view is not None and steering is not None:
+        routes += page.routes(ctx, view, steering)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        client.close()
+        gateway.close(finish_jobs=True)
 
     app = Starlette(routes=routes, exception_handlers={ApiError: _api_error}, lifespan=lifespan)
     known = frozenset(route.path for route in routes if isinstance(route, Route))

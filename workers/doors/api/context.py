@@ -1,28 +1,26 @@
-"""What every route of the API shares: the settings, the key, the queue client, the metrics."""
+"""What every route of the API shares: the settings, the key, the job gateway, the metrics."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from workers.core.gateway import JobGateway
 from workers.core.settings import Settings
 from workers.doors.api.errors import ApiError
 from workers.doors.api.faults import server_fault
 from workers.doors.api.metrics import ApiMetrics
-
-if TYPE_CHECKING:
-    from workers.gateways.cluster import MediaClient
 
 
 @dataclass(frozen=True)
 class ApiContext:
     settings: Settings
     key: str
-    client: MediaClient | None = None  # the cluster's gateway (create_app hands it in)
+    gateway: JobGateway  # every job goes through it: the cluster's, or this process's
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
 
     def fault(self, exc: BaseException) -> ApiError | None:
         """The shaped answer when `exc` is the server's fault: its disk full (507), its
         broker gone (503); None for anything else."""
-        broker = self.client.fault if self.client is not None else None
-        return server_fault(exc, self.settings.cache_root, broker, self.settings.api.retry_after)
+        return server_fault(
+            exc, self.settings.cache_root, self.gateway.fault, self.settings.api.retry_after
+        )

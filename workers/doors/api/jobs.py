@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from anyio import to_thread
 
@@ -27,9 +27,6 @@ from workers.core.gateway import Admission, JobHandle, QueueBusy, QueueFull, ans
 from workers.core.wait_estimate import refuse_late, retry_after
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
-
-if TYPE_CHECKING:
-    from workers.gateways.cluster import MediaClient
 
 LATE_CHECK = 1.0  # seconds between re-estimates of a job still waiting in its queue
 
@@ -54,21 +51,16 @@ class Submitted:
     cached: bool
 
 
-def client_of(ctx: ApiContext) -> MediaClient:
-    assert ctx.client is not None, "create_app gives the context its client"
-    return ctx.client
-
-
 async def stored(ctx: ApiContext, key: ResultKey) -> Envelope | None:
     """The finished result that answers `key` now, if any (a dedup hit)."""
-    envelope = await to_thread.run_sync(client_of(ctx).state.results.get, key)
+    envelope = await to_thread.run_sync(ctx.gateway.get, key)
     return envelope if answers(envelope, None) else None
 
 
 async def served(ctx: ApiContext, capability: Capability) -> None:
     """503 while no live worker serves the capability's queue."""
     queue = CAPABILITIES[capability].queue
-    if not await to_thread.run_sync(client_of(ctx).state.view.serving, queue):
+    if not await to_thread.run_sync(ctx.gateway.serving, queue):
         raise ApiError(
             503,
             f"no worker serves the '{queue}' queue: start one with "
@@ -85,14 +77,14 @@ async def submit(
     params: Mapping[str, Any] | None = None,
 ) -> Submitted:
     """The stored result (dedup hit), the job in flight, or a new one: one admission."""
-    client = client_of(ctx)
-    key = client.key(capability, sha256, params)
+    gateway = ctx.gateway
+    key = await to_thread.run_sync(gateway.key, capability, sha256, params)
     found = await stored(ctx, key)
     if found is None:
         await served(ctx, capability)
 
     def send() -> JobHandle:
-        return client.submit_one(
+        return gateway.submit_one(
             capability, sha256, path, params=params, limit=True, within=ctx.settings.api.wait
         )
 
@@ -120,7 +112,7 @@ async def submit(
 
 async def poll(ctx: ApiContext, job: Submitted) -> Envelope | None:
     """The envelope that answers the job, or None while it runs."""
-    envelope = await to_thread.run_sync(client_of(ctx).state.results.get, job.handle.key)
+    envelope = await to_thread.run_sync(ctx.gateway.get, job.handle.key)
     return envelope if job.handle.answered_by(envelope) else None
 
 
@@ -132,7 +124,7 @@ async def wait(ctx: ApiContext, job: Submitted, timeout: float | None = None) ->
     deadline = time.monotonic() + limit
     while True:
         step = min(LATE_CHECK, max(0.0, deadline - time.monotonic()))
-        waited = await client_of(ctx).wait_async(job.handle, step)
+        waited = await ctx.gateway.wait_async(job.handle, step)
         if waited.envelope is not None:
             observe(ctx, job, waited.envelope)
             return waited.envelope
@@ -145,7 +137,7 @@ async def refused_late(ctx: ApiContext, job: Submitted, left: float) -> None:
     """429 with Retry-After when the job, still waiting in its queue, is expected to finish
     past the `left` seconds of this request's wait (or that wait is over). Its retry joins
     the same job, whose result it then gets."""
-    expected = await to_thread.run_sync(client_of(ctx).finish_estimate, job.handle)
+    expected = await to_thread.run_sync(ctx.gateway.finish_estimate, job.handle)
     if not refuse_late(expected, left):
         return
     assert expected is not None

@@ -11,9 +11,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from workers.doors.api.catalog import model_ids
+from workers.doors.api.catalog import catalog, model_ids
 from workers.doors.api.context import ApiContext
-from workers.doors.api.jobs import client_of
 
 READY_QUEUES = ("stt", "tts")
 # Which engine and model folder made a transcript or a speech file (a result's output says).
@@ -31,15 +30,15 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
     async def models(request: Request) -> JSONResponse:
         data = [
             {"id": ident, "object": "model", "created": 0, "owned_by": "mcp-media"}
-            for ident in dict.fromkeys(model_ids(ctx.settings))
+            for ident in dict.fromkeys(model_ids(await catalog(ctx)))
         ]
         return JSONResponse({"object": "list", "data": data})
 
     async def readyz(request: Request) -> JSONResponse:
-        view = client_of(ctx).state.view
         try:
             serving = {
-                queue: len(await to_thread.run_sync(view.serving, queue)) for queue in READY_QUEUES
+                queue: await to_thread.run_sync(ctx.gateway.serving, queue)
+                for queue in READY_QUEUES
             }
         except Exception as exc:  # the broker is down: not ready, and say why
             shaped = ctx.fault(exc)

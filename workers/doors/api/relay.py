@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING
 
 from anyio import to_thread
 
 from pipelines.results import Envelope
+from workers.core.gateway import Chunk
 from workers.doors.api import jobs
 from workers.doors.api.context import ApiContext
-
-if TYPE_CHECKING:
-    from workers.state.chunks import Chunk
 
 READ_BLOCK_MS = 500
 RESULT_AFTER_END = 5.0  # seconds a finished stream waits for its job's stored result
@@ -33,9 +30,8 @@ class Relay:
         self.finished: Envelope | None = None  # the result, once `rest` has seen it
 
     async def read(self) -> Sequence[Chunk]:
-        client = jobs.client_of(self.ctx)
         found = await to_thread.run_sync(
-            client.read_chunks, self.job.handle, self.after, READ_BLOCK_MS
+            self.ctx.gateway.read_chunks, self.job.handle, self.after, READ_BLOCK_MS
         )
         if found:
             self.after = found[-1].id
@@ -89,7 +85,7 @@ class Relay:
                 return
         # The worker stores the result just after the end mark: wait for it (briefly) so
         # that every streamed job is counted in /metrics like any other.
-        waited = await jobs.client_of(self.ctx).wait_async(self.job.handle, RESULT_AFTER_END)
+        waited = await self.ctx.gateway.wait_async(self.job.handle, RESULT_AFTER_END)
         self.finished = waited.envelope
         if self.finished is not None:
             jobs.observe(self.ctx, self.job, self.finished)

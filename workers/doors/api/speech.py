@@ -23,12 +23,12 @@ from starlette.routing import BaseRoute, Route
 
 from pipelines.media import Capability
 from pipelines.results import Envelope
-from pipelines.speech.layout import engine_or_default
 from workers.core import keys
-from workers.core.stage_configs import store_request, synthesis_request, tts_model
+from workers.core.catalog import Catalog
+from workers.core.stage_configs import store_request, synthesis_request
 from workers.doors.api import jobs
 from workers.doors.api.bodies import read_json
-from workers.doors.api.catalog import TTS_MODELS, aliases, resolve_voice, tts_models, voices
+from workers.doors.api.catalog import TTS_MODELS, catalog, resolve_voice, tts_models
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
 from workers.doors.api.models import made_by
@@ -46,8 +46,11 @@ FORMATS = {
 FILE_CHUNK = 64 * 1024
 
 
-def _request(ctx: ApiContext, data: dict[str, Any]) -> tuple[dict[str, Any], str, str, bool]:
-    """(job parameters, content type, stream_format, stream) from an OpenAI speech body."""
+def _request(
+    ctx: ApiContext, found: Catalog, data: dict[str, Any]
+) -> tuple[dict[str, Any], str, str, bool]:
+    """(job parameters, content type, stream_format, stream) from an OpenAI speech body,
+    its model and voice among those the serving workers announce (`found`)."""
     settings = ctx.settings
     text = data.get("input")
     if not isinstance(text, str) or not text.strip():
@@ -60,10 +63,11 @@ def _request(ctx: ApiContext, data: dict[str, Any]) -> tuple[dict[str, Any], str
             code="input_too_long",
         )
     model = data.get("model", "tts-1")
-    if not isinstance(model, str) or model not in tts_models(settings):
+    served = tts_models(found)
+    if not isinstance(model, str) or model not in served:
         raise ApiError(
-            400, f"model {model!r} is not served here (GET /v1/audio/models)", param="model",
-            code="model_not_found",
+            400, f"model {model!r} is not served here: use one of {', '.join(served)}"
+            " (GET /v1/audio/models)", param="model", code="model_not_found",
         )  # fmt: skip
     voice = data.get("voice", "alloy")
     if isinstance(voice, dict):  # {"id": ...}: a custom voice by id
@@ -71,7 +75,7 @@ def _request(ctx: ApiContext, data: dict[str, Any]) -> tuple[dict[str, Any], str
     if not isinstance(voice, str):
         raise ApiError(400, "`voice` must be a voice name", param="voice")
     # A prepared folder as the model narrows the voice to that folder's voices.
-    chosen = resolve_voice(settings, voice, None if model in TTS_MODELS else model)
+    chosen = resolve_voice(ctx, found, voice, None if model in TTS_MODELS else model)
     fmt = data.get("response_format", "mp3")
     if fmt not in FORMATS:
         raise ApiError(
@@ -120,21 +124,21 @@ def _output_path(envelope: Envelope, job_id: str) -> Path:
     return Path(str(jobs.check_done(envelope, job_id)["path"]))
 
 
-def _predicted(ctx: ApiContext, voice: str) -> dict[str, str]:
-    """What will make a stream still being spoken: the voice's folder and its engine."""
-    folder, _ = tts_model(ctx.settings, voice)
-    engine = engine_or_default(ctx.settings.tts.engine, folder, "tts")
-    return made_by({"engine": engine, "model": folder.name})
+def _predicted(found: Catalog, voice: str) -> dict[str, str]:
+    """What will make a stream still being spoken: the voice's folder and its engine, as the
+    workers announce them."""
+    model = found.model_of(voice)
+    return made_by({"engine": model.engine, "model": model.id}) if model is not None else {}
 
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:
     async def speech(request: Request) -> Response:
         api = ctx.settings.api
         data = await read_json(request, api.max_speech_request_kb * 1024, api.head_timeout)
-        params, content_type, stream_format, stream = _request(ctx, data)
+        found = await catalog(ctx)
+        params, content_type, stream_format, stream = _request(ctx, found, data)
         blob = await to_thread.run_sync(store_request, ctx.settings, params)
-        client = jobs.client_of(ctx)
-        key = client.key(Capability.AUDIO_SYNTHESIZE, blob.sha256)
+        key = await to_thread.run_sync(ctx.gateway.key, Capability.AUDIO_SYNTHESIZE, blob.sha256)
         extra = {"stream": keys.chunks(key)} if stream else None
         job = await jobs.submit(ctx, Capability.AUDIO_SYNTHESIZE, blob.sha256, blob.path, extra)
         if job.cached or not stream:
@@ -154,22 +158,22 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
             answer.headers.update(made_by(envelope.output))
             return answer
         answer = _respond(relay.rest(first), content_type, stream_format)
-        answer.headers.update(_predicted(ctx, str(params["voice"])))
+        answer.headers.update(_predicted(found, str(params["voice"])))
         return answer
 
     async def list_voices(request: Request) -> JSONResponse:
         """Open WebUI and Kokoro-FastAPI's shape: `{"voices": [{"id", "name", ...}]}`."""
-        found = await to_thread.run_sync(voices, ctx.settings)
-        listed = [voice.to_json() for voice in found]
-        return JSONResponse({"voices": listed, "aliases": aliases(ctx.settings)})
+        found = await catalog(ctx)
+        listed = [voice.to_json() for voice in found.voices]
+        aliases = found.aliases(ctx.settings.api.voices)
+        return JSONResponse({"voices": listed, "aliases": aliases})
 
     async def list_models(request: Request) -> JSONResponse:
         """OpenAI's model objects under `data`, and under `models` for Open WebUI (which
         reads `models` from `/audio/models`)."""
-        found = await to_thread.run_sync(tts_models, ctx.settings)
         data = [
             {"id": ident, "object": "model", "created": 0, "owned_by": "mcp-media"}
-            for ident in found
+            for ident in tts_models(await catalog(ctx))
         ]
         return JSONResponse({"object": "list", "data": data, "models": data})
 

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+from anyio import to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -27,8 +28,9 @@ from pipelines.media import Capability
 from pipelines.speech.chinese_script import split_language
 from pipelines.speech.transcript import Transcript, to_srt, to_vtt
 from workers.core import keys
+from workers.core.catalog import SttModel
 from workers.doors.api import jobs
-from workers.doors.api.catalog import stt_model
+from workers.doors.api.catalog import catalog, stt_model
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
 from workers.doors.api.models import made_by
@@ -43,8 +45,8 @@ LANGUAGE_NAMES = {
 }  # fmt: skip
 
 
-def _options(ctx: ApiContext, form: Form, task: str) -> dict[str, str]:
-    model = stt_model(ctx.settings)
+def _options(model: SttModel, form: Form, task: str) -> dict[str, str]:
+    """The job's options from the form, checked against what the serving model takes."""
     requested = form.get("model") or "whisper-1"
     if requested not in ("whisper-1", model.id):
         raise ApiError(
@@ -94,7 +96,7 @@ def _options(ctx: ApiContext, form: Form, task: str) -> dict[str, str]:
             code="translation_unsupported",
         )
     if language and task == "transcribe":
-        if not model.multilingual and split_language(language)[0] != "en":
+        if not model.takes(split_language(language)[0]):
             raise ApiError(
                 400,
                 f"{model.id} is an English-only model: language {language!r} is not available",
@@ -208,12 +210,14 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
     async def run(request: Request, task: str) -> Response:
         form = await read_form(request, ctx.settings)
         assert form.blob is not None
-        options = _options(ctx, form, task)
+        options = _options(stt_model(await catalog(ctx)), form, task)
         blob = form.blob
         stream = (form.get("stream") or "").lower() == "true"
         params: dict[str, str] = dict(options)
         if stream:
-            key = jobs.client_of(ctx).key(Capability.AUDIO_TRANSCRIBE, blob.sha256, options)
+            key = await to_thread.run_sync(
+                ctx.gateway.key, Capability.AUDIO_TRANSCRIBE, blob.sha256, options
+            )
             params["stream"] = keys.chunks(key)
         job = await jobs.submit(ctx, Capability.AUDIO_TRANSCRIBE, blob.sha256, blob.path, params)
         if stream and not job.cached:

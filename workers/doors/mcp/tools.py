@@ -25,9 +25,9 @@ from pipelines.render import audio_tag, pending_line, result_note
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.rewrite import MEDIA_URI_PREFIX
 from pipelines.speech.transcript import Transcript, format_transcript
+from workers.core.catalog import VoiceNotFound
 from workers.core.gateway import JobHandle
 from workers.core.stage_configs import store_request, synthesis_request
-from workers.core.voices import VoiceNotFound, resolve_voice
 from workers.doors.mcp.media_resources import TEMPLATE as MEDIA_TEMPLATE
 from workers.doors.mcp.media_resources import media_page
 from workers.doors.mcp.rewriter import MCP_FETCH, MediaRewriter, failure_reason
@@ -340,13 +340,15 @@ class OwnTools:
         if not isinstance(text, str) or not text.strip():
             raise ToolInputError("text must be a non-empty string")
         voice = arguments.get("voice")
+        if voice is not None and (not isinstance(voice, str) or not voice.strip()):
+            raise ToolInputError("voice must be a voice name")
+        served = await anyio.to_thread.run_sync(self.rewriter.gateway.catalog)
         if voice is not None:
-            if not isinstance(voice, str) or not voice.strip():
-                raise ToolInputError("voice must be a voice name")
             try:
-                voice = resolve_voice(self.settings, voice.strip(), here=False)
+                voice = served.resolve_voice(voice.strip(), None, self.settings.api.voices)
             except VoiceNotFound as exc:
                 raise ToolInputError(str(exc)) from None
+        voice = voice or served.voice or None
         params = synthesis_request(
             text, self.settings, fmt if isinstance(fmt, str) else None, voice=voice
         )

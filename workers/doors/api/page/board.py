@@ -1,34 +1,34 @@
-"""What the jobs page shows and what it steers, read from and sent to the cluster.
-
-Everything comes from the machinery the CLI uses: what it shows from the read-only cluster
-view (queue lengths, counters, the workers' announcements, dead letters, pauses, a reprocess
-run's report and lock, the newest results); what it steers through the gateway's ports
-(pauses, dead letters), `workers.doors.reprocess` (runs and their tally) and the cluster's
-control (pause/resume, pool size). Calls block on Redis: the routes run them in a thread.
+"""What the jobs page shows and what it steers: the cluster's operator ports
+(`workers.core.operations`: queue lengths, counters, the workers' announcements, dead
+letters, pauses, reprocess runs, pool sizes) and the job gateway (searches, retries). Calls
+block on the broker: the routes run them in a thread.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey
-from workers.broker.remote_control import BUSY, CONTROL_TIMEOUT
 from workers.core import keys
 from workers.core.announcements import WorkerInfo
 from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.cluster_view import ClusterView
+from workers.core.gateway import JobGateway
+from workers.core.operations import (
+    BUSY,
+    CONTROL_TIMEOUT,
+    AlreadyRunning,
+    ClusterSteering,
+    Selection,
+)
 from workers.core.settings import Settings
 from workers.doors.api.errors import ApiError
-from workers.doors.reprocess import AlreadyRunning, Selection, run
-
-if TYPE_CHECKING:
-    from workers.gateways.cluster import MediaClient
 
 log = logging.getLogger("mcp_media.page")
 
@@ -54,18 +54,22 @@ class Found:
 
 
 class Board:
-    """One per serve process, on the app's gateway to the cluster."""
+    """One per serve process: the app's gateway, the cluster's view and its steering."""
 
-    def __init__(self, settings: Settings, client: MediaClient) -> None:
+    def __init__(
+        self, settings: Settings, gateway: JobGateway, view: ClusterView, ops: ClusterSteering
+    ) -> None:
         self.settings = settings
-        self.client = client
+        self.gateway = gateway
+        self.view = view
+        self.ops = ops
         self._lock = threading.Lock()
         self._runs: set[str] = set()
 
     # what the page shows
 
     def snapshot(self) -> dict[str, Any]:
-        view = self.client.state.view
+        view = self.view
         workers = view.live_workers()
         waiting = view.queue_lengths(QUEUES)
         paused = view.paused_queues()
@@ -100,11 +104,10 @@ class Board:
         }
 
     def _run_state(self, kind: MediaKind) -> dict[str, Any] | None:
-        view = self.client.state.view
-        report = view.report(keys.reprocess_progress(kind.value))
+        report = self.view.report(keys.reprocess_progress(kind.value))
         if report is None:
             return None
-        report["locked"] = view.locked(keys.reprocess_lock(kind.value))
+        report["locked"] = self.view.locked(keys.reprocess_lock(kind.value))
         finished = report["done"] + report["degraded"] + report["failed"]
         if report["running"]:
             total = max(report["selected"], 1)
@@ -115,7 +118,7 @@ class Board:
         return report
 
     def recent(self, limit: int = RECENT_SHOWN) -> list[dict[str, Any]]:
-        return [e.to_json() for e in self.client.state.view.recent_results(limit)]  # type: ignore[misc]
+        return [envelope.to_json() for envelope in self.view.recent_results(limit)]  # type: ignore[misc]
 
     def search(self, query: str) -> Found:
         query = query.strip()
@@ -123,7 +126,7 @@ class Board:
             query = query.lower()
         elif not _JOB_ID.fullmatch(query):
             raise ApiError(400, "search by a sha256 (64 hex digits) or a job id", code="bad_search")
-        job_id, key, envelope = self.client.result(query)
+        job_id, key, envelope = self.gateway.result(query)
         return Found(query, job_id, key, envelope)
 
     def media_path(self, sha256: str) -> Path | None:
@@ -148,9 +151,8 @@ class Board:
         assert kind is not None
         if kind is MediaKind.IMAGE and self.settings.vision.resolved_provider == "none":
             raise ApiError(409, "vision is turned off (MCP_MEDIA_VISION__ENABLED/PROVIDER)")
-        view = self.client.state.view
         with self._lock:
-            if kind.value in self._runs or view.locked(keys.reprocess_lock(kind.value)):
+            if kind.value in self._runs or self.view.locked(keys.reprocess_lock(kind.value)):
                 raise ApiError(409, f"a reprocess run for {kind.value} is already going")
             self._runs.add(kind.value)
         selection = Selection(kinds=(kind,), mode=mode, include_degraded=include_degraded)
@@ -162,8 +164,7 @@ class Board:
 
     def _run(self, selection: Selection) -> None:
         try:
-            with open(os.devnull, "w") as quiet:
-                run(self.client, selection, out=quiet)
+            self.ops.reprocess(selection)
         except AlreadyRunning as exc:
             log.warning("%s", exc)
         except Exception:
@@ -173,28 +174,23 @@ class Board:
                 for kind in selection.kinds:
                     self._runs.discard(kind.value)
 
-    def _serving(self, queue: str) -> list[str]:
-        return [w.name for w in self.client.state.view.live_workers() if queue in w.queues]
-
     def pause(self, queue: str, paused: bool) -> str:
         if queue not in QUEUES:
             raise ApiError(400, f"unknown queue {queue[:40]!r}; one of {', '.join(QUEUES)}")
-        self.client.state.coordination.set_paused(queue, paused)
-        names = self._serving(queue)
-        told = self.client.control.consume(queue, not paused, names)
+        told, names = self.ops.set_paused(queue, paused)
         verb = "paused" if paused else "resumed"
         return f"{queue} {verb}; {told} of {len(names)} live worker(s) confirmed"
 
     def resize(self, worker: str, delta: int) -> str:
         if delta not in (-1, 1):
             raise ApiError(400, "concurrency changes by one at a time (+1 or -1)")
-        found = [w for w in self.client.state.view.live_workers() if w.name == worker]
+        found = [w for w in self.view.live_workers() if w.name == worker]
         if not found:
             raise ApiError(404, f"no live worker named {worker[:120]!r}", code="unknown_worker")
         info = found[0]
         if delta < 0 and (info.concurrency or 1) <= 1:
             raise ApiError(409, f"{info.name} already runs a single process or thread")
-        answers = self.client.control.resize(info.name, info.pool, delta)
+        answers = self.ops.resize(info, delta)
         for answer in answers:
             if "error" in answer:
                 raise ApiError(409, f"{info.name}: {answer['error']}", code="control_refused")
@@ -208,7 +204,7 @@ class Board:
         return f"{info.name}: pool {'grows' if delta > 0 else 'shrinks'} by one {unit}"
 
     def _dead_entry(self, job_id: str) -> dict[str, Any]:
-        for entry in self.client.state.view.dead_letters(keys.DEAD_LETTERS_READ):
+        for entry in self.view.dead_letters(keys.DEAD_LETTERS_READ):
             if entry.get("job_id") == job_id:
                 return entry
         raise ApiError(404, f"no dead letter for job {job_id[:80]!r}", code="unknown_dead_letter")
@@ -220,8 +216,7 @@ class Board:
             key = ResultKey.parse(str(entry.get("key")))
         except (ValueError, KeyError):
             raise ApiError(409, "this dead letter names no job key; clear it") from None
-        client = self.client
-        path = client.recorded_input(job_id)
+        path = self.ops.recorded_input(job_id)
         if path is None:
             cached = self.settings.media_cache().find(key.sha256)
             path = cached.path if cached is not None else None
@@ -232,16 +227,15 @@ class Board:
                 "a cached image or audio file); clear it",
                 code="input_gone",
             )
-        handle = client.submit_one(key.capability, key.sha256, path)
-        client.state.dead_letters.drop(job_id)
+        handle = self.gateway.submit_one(key.capability, key.sha256, path)
+        self.ops.drop_dead_letter(job_id)
         return f"retried as job {handle.id}"
 
     def clear(self, job_id: str | None) -> str:
-        dead_letters = self.client.state.dead_letters
         if job_id is None:
-            return f"cleared {dead_letters.clear()} dead letter(s)"
+            return f"cleared {self.ops.clear_dead_letters()} dead letter(s)"
         self._dead_entry(job_id)
-        dead_letters.drop(job_id)
+        self.ops.drop_dead_letter(job_id)
         return f"cleared the dead letter of job {job_id}"
 
 

@@ -23,6 +23,8 @@ from starlette.responses import (
 from starlette.routing import BaseRoute, Route
 
 from pipelines.sniff import HEAD_BYTES, sniff_audio, sniff_image
+from workers.core.cluster_view import ClusterView
+from workers.core.operations import ClusterSteering
 from workers.doors.api.bodies import check_form_type
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
@@ -62,31 +64,28 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-async def on_cluster(
-    unavailable: tuple[type[Exception], ...],
-    call: Callable[P, R],
-    *args: P.args,
-    **kwargs: P.kwargs,
-) -> R:
-    """Run a blocking call on the cluster in a thread; a broker that does not answer (one of
-    the gateway's `unavailable` errors) is a 503 with the reason, and the page keeps serving."""
+async def on_cluster(ctx: ApiContext, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run a blocking call on the cluster in a thread; a broker that does not answer (or
+    cannot persist) is a 503 with the reason (the gateway's `fault`), and the page keeps
+    serving."""
     try:
         return await run_in_threadpool(call, *args, **kwargs)
-    except unavailable as exc:
-        raise ApiError(
-            503, f"the broker does not answer: {exc}", code="broker_unavailable"
-        ) from None
+    except ApiError:
+        raise
+    except Exception as exc:
+        shaped = ctx.fault(exc)
+        if shaped is None:
+            raise
+        raise shaped from None
 
 
-def routes(ctx: ApiContext) -> list[BaseRoute]:
+def routes(ctx: ApiContext, view: ClusterView, ops: ClusterSteering) -> list[BaseRoute]:
     gate = Gate(ctx.key, SessionTable(ctx.settings.api.page_sessions))
     _watch(ctx, gate)
-    client = ctx.client
-    assert client is not None, "create_app gives the context its client"
-    board = Board(ctx.settings, client)
+    board = Board(ctx.settings, ctx.gateway, view, ops)
 
     async def cluster(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await on_cluster(client.unavailable, call, *args, **kwargs)
+        return await on_cluster(ctx, call, *args, **kwargs)
 
     hub = Hub(board)
 

@@ -91,7 +91,7 @@ class Hub:
                 continue
             try:
                 if cancel is None:  # every stored result wakes the page up
-                    cancel = self.board.client.events.watch_all(lambda _: self._wake.set())
+                    cancel = self.board.ops.watch_all(lambda _: self._wake.set())
                 if self._wake.wait(MIN_GAP):  # a burst of results: one render for all
                     self._wake.clear()
                     dirty = True

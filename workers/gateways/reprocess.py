@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, TextIO
@@ -26,6 +25,7 @@ from pipelines.results import Envelope, ResultKey, Status
 from workers.core import keys
 from workers.core.capabilities import CAPABILITIES
 from workers.core.gateway import JobHandle, QueueFull
+from workers.core.operations import AlreadyRunning, Selection
 from workers.core.settings import Settings
 from workers.files.blobs import Listed
 from workers.files.shared_files import SharedFiles, open_shared_files
@@ -39,19 +39,6 @@ LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it
 POLL = 0.2
 REPORT_EVERY = 0.25  # seconds between two writes of a run's tally to Redis
 REPORT_TTL = 3600  # a finished run's tally stays readable (the jobs page) this long
-
-
-class AlreadyRunning(Exception):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    kinds: tuple[MediaKind, ...]
-    mode: str = "missing"  # or "all"
-    include_degraded: bool = False
-    since: datetime | None = None
-    limit: int | None = None
 
 
 @dataclass
