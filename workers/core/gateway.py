@@ -10,26 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipelines.errors import MediaError
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
+from workers.core.wait_estimate import Admission as Admission
 from workers.core.wait_estimate import retry_after
 
 if TYPE_CHECKING:
     from workers.core.settings import Settings
     from workers.files.blobs import BlobRef
-
-
-class Admission(StrEnum):
-    """What one atomic admission decided for a submission."""
-
-    SETTLED = "settled"  # a finished result answers it: nothing runs
-    JOINED = "joined"  # the job already in flight for its key is its job
-    QUEUED = "queued"  # a new job was enqueued
 
 
 class QueueFull(MediaError):

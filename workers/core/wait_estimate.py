@@ -23,11 +23,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 from pipelines.results import Envelope
 
 SERVICE_WEIGHT = 0.2  # weight of the newest job in the mean service time (the first 5 average)
 RUNNING_TTL = 3600  # a started job whose worker died leaves the running set after this
+
+
+class Admission(StrEnum):
+    """What one atomic admission decided for a submission (the admission script's words)."""
+
+    SETTLED = "settled"  # a finished result answers it: nothing runs
+    JOINED = "joined"  # the job already in flight for its key is its job
+    QUEUED = "queued"  # a new job was enqueued
+    REFUSED = "refused"  # its queue is at the high water: nothing enqueued
+    BUSY = "busy"  # it would finish past the caller's wait: nothing enqueued
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +47,7 @@ class Admitted:
     flight), `queued` (the caller's job id, now registered), `refused` (queue depth) or
     `busy` (expected to finish `expected` seconds from now, past the caller's wait)."""
 
-    decision: str
+    decision: Admission
     job_id: str | None = None
     envelope: Envelope | None = None
     waiting: int = 0

@@ -244,15 +244,15 @@ class MediaClient(JobGateway):
         admitted = self.store.admit(
             key, job_id, inflight_ttl, spec.queue, high_water, force, budget
         )
-        if admitted.decision == "settled":
+        if admitted.decision is Admission.SETTLED:
             assert admitted.envelope is not None
             return JobHandle.settled(key, path, self.localised(admitted.envelope))
-        if admitted.decision == "refused":
+        if admitted.decision is Admission.REFUSED:
             raise QueueFull(spec.queue, admitted.waiting, high_water)
-        if admitted.decision == "busy":
+        if admitted.decision is Admission.BUSY:
             assert within is not None
             raise QueueBusy(spec.queue, admitted.expected, within)
-        if admitted.decision == "joined":
+        if admitted.decision is Admission.JOINED:
             assert admitted.job_id is not None
             return JobHandle(
                 admitted.job_id, key, path, Status.PENDING, admission=Admission.JOINED, force=force

@@ -15,7 +15,7 @@ from typing import Any
 from pipelines.errors import Stopped
 from pipelines.media import Capability
 from pipelines.results import StageOutcome, Status
-from pipelines.vision import summarize_image
+from pipelines.vision import ProviderKind, summarize_image
 from workers.core.stage_configs import stt_options
 from workers.files.blobs import BlobRef
 from workers.jobs.probes import probe_stt, probe_tts, probe_vision
@@ -36,7 +36,7 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
     token: str | None = None
     stop = stop_asked(store)
     ttl = config.timeout + 15  # a dead holder's slot frees itself after this
-    if config.provider.value == "openai":
+    if config.provider is ProviderKind.OPENAI:
         deadline = time.monotonic() + slot_wait
         while token is None:
             token = store.acquire_slot(VISION_SLOT, config.max_concurrency, ttl)

@@ -16,7 +16,13 @@ import redis
 from pipelines.results import Envelope, ResultKey, Status
 from workers.core import keys
 from workers.core.capabilities import CAPABILITIES
-from workers.core.wait_estimate import RUNNING_TTL, SERVICE_WEIGHT, Admitted, WaitBudget
+from workers.core.wait_estimate import (
+    RUNNING_TTL,
+    SERVICE_WEIGHT,
+    Admission,
+    Admitted,
+    WaitBudget,
+)
 from workers.state.cluster_view import ClusterView
 
 # Lua shared by the admission scripts. `prune`: admitted jobs whose entry expired (a message
@@ -163,15 +169,15 @@ class RedisAdmission(ClusterView):
                 budget.slots if budget is not None else 0,
             ],
         )
-        decision = decision.decode()
+        decided = Admission(decision.decode())
         text = value.decode() if isinstance(value, bytes) else str(value)
-        if decision == "settled":
-            return Admitted(decision, envelope=Envelope.from_json(json.loads(text)))
-        if decision == "refused":
-            return Admitted(decision, waiting=int(text))
-        if decision == "busy":
-            return Admitted(decision, expected=float(text))
-        return Admitted(decision, job_id=text)
+        if decided is Admission.SETTLED:
+            return Admitted(decided, envelope=Envelope.from_json(json.loads(text)))
+        if decided is Admission.REFUSED:
+            return Admitted(decided, waiting=int(text))
+        if decided is Admission.BUSY:
+            return Admitted(decided, expected=float(text))
+        return Admitted(decided, job_id=text)
 
     def started(self, queue: str, job_id: str) -> None:
         """A worker took the job: it no longer counts against its queue's high water, and

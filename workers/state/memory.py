@@ -19,6 +19,7 @@ from pipelines.results import Envelope, ResultFiles, ResultKey, Status
 from workers.core.capabilities import CAPABILITIES
 from workers.core.wait_estimate import (
     RUNNING_TTL,
+    Admission,
     Admitted,
     WaitBudget,
     expected_finish,
@@ -108,23 +109,23 @@ class LocalStore:
         with self._lock:
             stored = self._results.get(key)
             if not force and stored is not None and stored.status is Status.DONE:
-                return Admitted("settled", envelope=stored)
+                return Admitted(Admission.SETTLED, envelope=stored)
             current = self._inflight.get(key)
             if current is not None:
-                return Admitted("joined", job_id=current)
+                return Admitted(Admission.JOINED, job_id=current)
             waiting = self._waiting(queue, now)
             if high_water > 0 and len(waiting) >= high_water:
-                return Admitted("refused", waiting=len(waiting))
+                return Admitted(Admission.REFUSED, waiting=len(waiting))
             if budget is not None:
                 running = self._running_now(queue, now)
                 mean = self._service.get(queue, (0.0, 0))[0]
                 expected = expected_wait(len(waiting), len(running), budget.slots, mean)
                 if expected is not None and expected > budget.seconds:
-                    return Admitted("busy", expected=expected)
+                    return Admitted(Admission.BUSY, expected=expected)
             self._inflight[key] = job_id
             self._jobs[job_id] = key
             waiting[job_id] = now + ttl
-            return Admitted("queued", job_id=job_id)
+            return Admitted(Admission.QUEUED, job_id=job_id)
 
     def _waiting(self, queue: str, now: float) -> dict[str, float]:
         waiting = self._admitted.setdefault(queue, {})
