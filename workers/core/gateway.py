@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pipelines.errors import MediaError
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
+from workers.core.outcomes import Outcome
 from workers.core.wait_estimate import Admission as Admission
 from workers.core.wait_estimate import retry_after
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 class QueueFull(MediaError):
     """Admission refused: the capability's queue is at its high water. Retry later."""
+
+    outcome = Outcome.QUEUE_FULL
 
     def __init__(self, queue: str, waiting: int, high_water: int) -> None:
         super().__init__(
@@ -40,6 +43,8 @@ class QueueFull(MediaError):
 class QueueBusy(MediaError):
     """Admission refused: a new job would finish past the caller's wait (`within`), by the
     work ahead of it in its queue. Retry after `retry_after` seconds."""
+
+    outcome = Outcome.QUEUE_BUSY
 
     def __init__(self, queue: str, expected: float, within: float) -> None:
         self.queue = queue

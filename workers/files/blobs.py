@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from pipelines.cache import MediaCache
 from pipelines.errors import PermanentError
 from pipelines.media import MediaKind
+from pipelines.outcomes import Outcome
 
 _HEX = frozenset("0123456789abcdef")
 _EXT = re.compile(r"\.[a-z0-9]{1,8}|")
@@ -27,6 +28,8 @@ READ_CHUNK = 1 << 20
 
 class BlobMissing(PermanentError):
     """The blob a job names is in neither this node's cache nor the blob store."""
+
+    outcome = Outcome.INPUT_MISSING
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from pipelines.errors import Stopped
 from pipelines.media import Capability
+from pipelines.outcomes import Outcome
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import ProviderKind, summarize_image
 from workers.core.stage_configs import stt_options
@@ -43,7 +44,9 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
             if token is None:
                 if time.monotonic() > deadline:
                     return StageOutcome(
-                        Status.DEGRADED, reason="provider_busy: no provider slot became free"
+                        Status.DEGRADED,
+                        reason="provider_busy: no provider slot became free",
+                        outcome=Outcome.PROVIDER_BUSY,
                     )
                 if stop is not None and stop():
                     raise Stopped("stopped while waiting for a provider slot")

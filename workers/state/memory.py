@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pipelines.outcomes import Outcome
 from pipelines.results import Envelope, ResultFiles, ResultKey, Status
 from workers.core.capabilities import CAPABILITIES
 from workers.core.wait_estimate import (
@@ -197,6 +198,7 @@ class LocalStore:
 
     def dead_letter(self, job_id: str, key: ResultKey, reason: str) -> None:
         entry = {"job_id": job_id, "key": str(key), "reason": reason, "at": time.time()}
+        entry["outcome"] = Outcome.DEAD_LETTERED.value  # every dead letter's code
         with self._lock:
             self._dead.insert(0, entry)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
+from pipelines.outcomes import Outcome
 from pipelines.results import Envelope, ResultFiles, ResultKey
 from workers.broker.target import RedisTarget, bounded_client, resilient
 from workers.core import keys
@@ -235,6 +236,7 @@ class RedisStore(RedisAdmission):
 
     def dead_letter(self, job_id: str, key: ResultKey, reason: str) -> None:
         entry = {"job_id": job_id, "key": str(key), "reason": reason, "at": time.time()}
+        entry["outcome"] = Outcome.DEAD_LETTERED.value  # every dead letter's code
         self.redis.lpush(keys.DEAD_LETTERS, json.dumps(entry))
 
     def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
