@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pipelines.errors import MediaError
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
-from workers.core.outcomes import Outcome
+from workers.core.outcomes import Failure, Outcome
 from workers.core.wait_estimate import Admission as Admission
 from workers.core.wait_estimate import retry_after
 
@@ -166,8 +166,8 @@ class JobGateway(Protocol):
 
     def close(self, finish_jobs: bool = False) -> None: ...
 
-    def fault(self, exc: BaseException) -> tuple[str, str] | None:
-        """(code, what to tell the caller) when `exc` says the queue itself cannot serve (the
-        cluster's broker gone or refusing writes); None for anything else, and always None
-        where jobs run in this process."""
+    def fault(self, exc: BaseException) -> Failure | None:
+        """The failure `exc` names when it says the queue itself cannot serve (the cluster's
+        broker gone or refusing writes); None for anything else, and always None where jobs
+        run in this process."""
         return None

@@ -22,10 +22,12 @@ from starlette.responses import (
 )
 from starlette.routing import BaseRoute, Route
 
+from pipelines.outcomes import Outcome
 from pipelines.sniff import HEAD_BYTES, sniff_audio, sniff_image
 from workers.doors.api.bodies import check_form_type
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
+from workers.doors.api.outcomes import http_error
 from workers.doors.api.page import views
 from workers.doors.api.page.board import Board
 from workers.doors.api.page.session import COOKIE, CSRF_FIELD, Gate
@@ -73,9 +75,7 @@ async def on_cluster(
     try:
         return await run_in_threadpool(call, *args, **kwargs)
     except unavailable as exc:
-        raise ApiError(
-            503, f"the broker does not answer: {exc}", code="broker_unavailable"
-        ) from None
+        raise http_error(Outcome.BROKER_UNAVAILABLE, f"the broker does not answer: {exc}") from None
 
 
 def routes(ctx: ApiContext) -> list[BaseRoute]:
