@@ -15,6 +15,7 @@ from PIL import Image, ImageStat
 from pipelines.bounded import ChildRefusal, DecodeBudget, DecodeRefused, run_bounded
 from pipelines.errors import PermanentError
 from pipelines.image_headers import HeaderRefused, read_header
+from pipelines.outcomes import Outcome
 from pipelines.png_chunks import decodable
 
 # Pillow's own default (89.5 MP), restated so the limit never depends on a process global.
@@ -38,6 +39,8 @@ _MIN_ENCODE_SIDE = 64
 class ImageError(PermanentError):
     """The image itself cannot be described; retrying will not help."""
 
+    outcome = Outcome.UNREADABLE_IMAGE
+
 
 class UnreadableImage(ImageError):
     """Not an image Pillow can decode (corrupt, truncated, unknown format)."""
@@ -46,13 +49,19 @@ class UnreadableImage(ImageError):
 class DecompressionBomb(ImageError):
     """The header announces more pixels than the configured limit."""
 
+    outcome = Outcome.IMAGE_TOO_LARGE
+
 
 class DecodeLimitExceeded(ImageError):
     """Decoding was stopped by the time budget or the address-space cap."""
 
+    outcome = Outcome.IMAGE_TOO_LARGE
+
 
 class ImageTooLarge(ImageError):
     """No encoding of the image fits the byte budget."""
+
+    outcome = Outcome.IMAGE_TOO_LARGE
 
 
 @dataclass(frozen=True, slots=True)

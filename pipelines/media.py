@@ -8,6 +8,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from pipelines.errors import PermanentError
+from pipelines.outcomes import Outcome
 
 
 class MediaKind(StrEnum):
@@ -25,6 +26,13 @@ class MarkerReason(StrEnum):
     CACHE_ERROR = "cache_error"
 
 
+_BLOB_OUTCOMES = {
+    MarkerReason.NOT_AUDIO: Outcome.NOT_AUDIO,
+    MarkerReason.NOT_IMAGE: Outcome.UNREADABLE_IMAGE,
+    MarkerReason.CACHE_ERROR: Outcome.INTERNAL,  # a full disk is told by its errno first
+}
+
+
 class BlobError(PermanentError):
     """One blob could not be cached; `reason` is the marker the agent sees."""
 
@@ -32,6 +40,7 @@ class BlobError(PermanentError):
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.outcome = _BLOB_OUTCOMES.get(reason, Outcome.INVALID_INPUT)
 
 
 class Capability(StrEnum):

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypedDict
 from pipelines.blocks import ResourceLink
 from pipelines.media import Capability, JobRequest, Marker, StoredBlob
 from pipelines.names import strip_tag_characters
+from pipelines.outcomes import Outcome
 from pipelines.results import NO_SPEECH_NOTE, Envelope, ResultKey, Status
 
 MAX_TOOL_NAME = 64
@@ -388,23 +389,25 @@ _UNAVAILABLE = {
     "audio.synthesize": "spoken audio",
 }
 REASON_CHARS = 200
+# What the agent can do about a result's code, said after its reason (a door's own table).
+Advice = Mapping[Outcome, str]
 
 
-def result_note(envelope: Envelope) -> str | None:
+def result_note(envelope: Envelope, advice: Advice | None = None) -> str | None:
     """What the agent sees for a finished job, under its `MEDIA:` tag.
 
     A `done` result is its body, wrapped as untrusted data; a transcript without words says
     so (our own line, not content from the audio), so that silence is not mistaken for a
     missing or still running transcription. A `degraded` or `failed` one is one short line
-    with the reason, never silence: the agent learns the result is missing and why.
+    with the reason, never silence: the agent learns the result is missing and why, and
+    from `advice`, by the result's code, what it can do about it.
     """
     capability = envelope.key.capability
     if envelope.status is not Status.DONE:
         if not envelope.status.finished:
             return None
         what = _UNAVAILABLE.get(capability.value, f"{capability.value} result")
-        reason = one_line(envelope.reason or envelope.status.value, REASON_CHARS)
-        return f"[{what} unavailable: {reason}]"
+        return f"[{what} unavailable: {failure_text(envelope, advice)}]"
     output = envelope.output
     body = output.get("summary") if "summary" in output else output.get("text")
     if not isinstance(body, str) or not body.strip():
@@ -414,12 +417,22 @@ def result_note(envelope: Envelope) -> str | None:
     return wrap_untrusted(capability.value, body)
 
 
-def job_notes(jobs: Sequence[JobState], fetch: str = CLI_FETCH) -> dict[str, list[str]]:
+def failure_text(envelope: Envelope, advice: Advice | None = None) -> str:
+    """A result that is not done in one line: its reason, then what `advice` says of its
+    code (nothing for a code it does not name, or a result that names none)."""
+    reason = one_line(envelope.reason or envelope.status.value, REASON_CHARS)
+    said = advice.get(envelope.outcome) if advice is not None and envelope.outcome else None
+    return f"{reason} — {said}" if said else reason
+
+
+def job_notes(
+    jobs: Sequence[JobState], fetch: str = CLI_FETCH, advice: Advice | None = None
+) -> dict[str, list[str]]:
     """For each media sha256: its jobs' results, or a "still running" line per open job."""
     notes: dict[str, list[str]] = {}
     for job in jobs:
         if job.envelope is not None:
-            note = result_note(job.envelope)
+            note = result_note(job.envelope, advice)
             if note:
                 notes.setdefault(job.key.sha256, []).append(note)
         else:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 from pipelines.media import Capability
+from pipelines.outcomes import Outcome
 
 _HEX = frozenset("0123456789abcdef")
 # The `note` of a transcript in which nobody speaks (silence, hiss, a pure tone): its `text`
@@ -43,6 +44,7 @@ class MetaJson(TypedDict):
     attempts: int
     elapsed_ms: int
     reason: str | None
+    outcome: str | None  # the `Outcome` of a result that is not done
     trace_id: str | None
     started_at: float | None
 
@@ -79,11 +81,13 @@ class ResultKey:
 
 @dataclass(frozen=True, slots=True)
 class StageOutcome:
-    """What one stage returns: done with output, or degraded/failed with a reason."""
+    """What one stage returns: done with output, or degraded/failed with a reason (for
+    people) and its code (for the doors)."""
 
     status: Status
     output: Mapping[str, Any] = field(default_factory=dict)
     reason: str | None = None
+    outcome: Outcome | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,7 @@ class Envelope:
     reason: str | None = None
     trace_id: str | None = None
     started_at: float | None = None  # unix time the stage started
+    outcome: Outcome | None = None  # why it is not done (None while it is, or runs)
 
     def to_json(self) -> EnvelopeJson:
         return {
@@ -114,6 +119,7 @@ class Envelope:
                 "attempts": self.attempts,
                 "elapsed_ms": self.elapsed_ms,
                 "reason": self.reason,
+                "outcome": None if self.outcome is None else self.outcome.value,
                 "trace_id": self.trace_id,
                 "started_at": self.started_at,
             },
@@ -122,8 +128,10 @@ class Envelope:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Envelope:
         meta = data.get("meta") or {}
+        status = Status(data["status"])
+        reason = meta.get("reason")
         return cls(
-            status=Status(data["status"]),
+            status=status,
             key=ResultKey(
                 Capability(data["capability"]), data["processor_version"], data["sha256"]
             ),
@@ -132,10 +140,66 @@ class Envelope:
             worker=meta.get("worker"),
             attempts=int(meta.get("attempts", 1)),
             elapsed_ms=int(meta.get("elapsed_ms", 0)),
-            reason=meta.get("reason"),
+            reason=reason,
             trace_id=meta.get("trace_id"),
             started_at=meta.get("started_at"),
+            outcome=Outcome.read(meta.get("outcome")) or legacy_outcome(status, reason),
         )
+
+
+# How the previous version spelled each outcome at the head of a reason: the name of the
+# exception the stage raised, or a word of its own. Read once, by `legacy_outcome`.
+_LEGACY_HEADS: tuple[tuple[str, Outcome], ...] = (
+    ("disk_full:", Outcome.DISK_FULL),
+    ("skipped:", Outcome.SKIPPED),
+    ("cancelled", Outcome.CANCELLED),
+    ("processor version mismatch", Outcome.VERSION_MISMATCH),
+    ("dead-lettered", Outcome.DEAD_LETTERED),
+    ("gave up after", Outcome.RETRIES_EXHAUSTED),
+    ("malformed message", Outcome.MALFORMED_JOB),
+    ("provider_busy", Outcome.PROVIDER_BUSY),
+    ("NotAudioError", Outcome.NOT_AUDIO),
+    ("AudioDecodeError", Outcome.UNREADABLE_AUDIO),
+    ("AudioDecodeTimeoutError", Outcome.UNREADABLE_AUDIO),
+    ("AudioLimitError", Outcome.UNREADABLE_AUDIO),
+    ("EmptyAudioError", Outcome.EMPTY_AUDIO),
+    ("AudioTooLargeError", Outcome.AUDIO_TOO_LARGE),
+    ("AudioTooLongError", Outcome.AUDIO_TOO_LONG),
+    ("EmptyTextError", Outcome.EMPTY_TEXT),
+    ("TextTooLongError", Outcome.TEXT_TOO_LONG),
+    ("ConfigError", Outcome.BAD_CONFIGURATION),
+    ("VoiceError", Outcome.UNSUPPORTED),
+    ("SynthesisError", Outcome.ENGINE_FAILED),
+    ("AudioEncodeError", Outcome.ENGINE_FAILED),
+    ("BlobMissing", Outcome.INPUT_MISSING),
+    ("PermanentError", Outcome.INVALID_INPUT),
+    # A degraded image summary's reason starts with the vision stage's own reason.
+    ("timeout", Outcome.TIMEOUT),
+    ("http_error", Outcome.PROVIDER_UNAVAILABLE),
+    ("connection_refused", Outcome.PROVIDER_UNAVAILABLE),
+    ("connection_error", Outcome.PROVIDER_UNAVAILABLE),
+    ("invalid_response", Outcome.PROVIDER_UNAVAILABLE),
+    ("provider_error", Outcome.PROVIDER_UNAVAILABLE),
+    ("empty_response", Outcome.PROVIDER_REJECTED),
+    ("response_too_large", Outcome.PROVIDER_REJECTED),
+    ("unreadable_image", Outcome.UNREADABLE_IMAGE),
+    ("decompression_bomb", Outcome.IMAGE_TOO_LARGE),
+    ("decode_limit", Outcome.IMAGE_TOO_LARGE),
+    ("image_too_large", Outcome.IMAGE_TOO_LARGE),
+)
+# A full disk under whatever error wrapped it, in the OS's words.
+_LEGACY_DISK_FULL = ("No space left on device", "Disk quota exceeded", "[Errno 28]", "[Errno 122]")
+
+
+def legacy_outcome(status: Status, reason: str | None) -> Outcome | None:
+    """The code of a result stored by the previous version, which wrote only a reason: the
+    one place that reads reason text. None for a result that is done or not finished."""
+    if not status.finished or status is Status.DONE:
+        return None
+    text = reason or ""
+    if any(words in text for words in _LEGACY_DISK_FULL):
+        return Outcome.DISK_FULL
+    return next((code for head, code in _LEGACY_HEADS if text.startswith(head)), Outcome.INTERNAL)
 
 
 def processor_version(*parts: object) -> str:

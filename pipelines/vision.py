@@ -35,6 +35,7 @@ from pipelines.imaging import (
     load_image,
     prepare_image,
 )
+from pipelines.outcomes import Outcome
 from pipelines.results import StageOutcome, Status
 
 log = logging.getLogger(__name__)
@@ -136,17 +137,21 @@ class ProviderError(MediaError):
     """A provider gave no usable answer; `reason` says which way it failed."""
 
     transient = False
+    outcome = Outcome.PROVIDER_REJECTED
 
     def __init__(self, reason: DegradedReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        if reason is DegradedReason.TIMEOUT:
+            self.outcome = Outcome.TIMEOUT
 
 
 class ProviderUnavailable(ProviderError, TransientError):
     """Timeouts, refused connections, 5xx/429: the same image may work later."""
 
     transient = True
+    outcome = Outcome.PROVIDER_UNAVAILABLE
 
 
 class ProviderRejected(ProviderError, PermanentError):
@@ -204,6 +209,7 @@ def summarize_image(
         reason: DegradedReason | None = None,
         detail: str | None = None,
         retryable: bool = False,
+        code: Outcome = Outcome.INTERNAL,
     ) -> StageOutcome:
         shown: FactsDict | None = None
         if facts is not None:
@@ -224,7 +230,7 @@ def summarize_image(
             return StageOutcome(Status.DONE, dict(output))
         log.warning("vision degraded for %s: %s: %s", path.name, reason, detail)
         why = f"{reason}: {detail}" if detail else str(reason)
-        return StageOutcome(Status.DEGRADED, dict(output), reason=why)
+        return StageOutcome(Status.DEGRADED, dict(output), reason=why, outcome=code)
 
     try:
         loaded = load_image(path, max_side=config.max_side, max_pixels=config.max_pixels)
@@ -236,17 +242,18 @@ def summarize_image(
             loaded.image, facts, max_side=config.max_side, max_bytes=config.max_image_bytes
         )
     except DecompressionBomb as exc:
-        return outcome(reason=DegradedReason.DECOMPRESSION_BOMB, detail=str(exc))
+        return outcome(reason=DegradedReason.DECOMPRESSION_BOMB, detail=str(exc), code=exc.outcome)
     except DecodeLimitExceeded as exc:
-        return outcome(reason=DegradedReason.DECODE_LIMIT, detail=str(exc))
+        return outcome(reason=DegradedReason.DECODE_LIMIT, detail=str(exc), code=exc.outcome)
     except ImageTooLarge as exc:
-        return outcome(reason=DegradedReason.IMAGE_TOO_LARGE, detail=str(exc))
+        return outcome(reason=DegradedReason.IMAGE_TOO_LARGE, detail=str(exc), code=exc.outcome)
     except ImageError as exc:
-        return outcome(reason=DegradedReason.UNREADABLE_IMAGE, detail=str(exc))
+        return outcome(reason=DegradedReason.UNREADABLE_IMAGE, detail=str(exc), code=exc.outcome)
     except Exception as exc:  # fail-open: Pillow can fail in ways load_image did not see
         log.exception("preparing %s for vision failed", path.name)
         detail = f"unreadable image: {type(exc).__name__}: {exc}"[:300]
-        return outcome(reason=DegradedReason.UNREADABLE_IMAGE, detail=detail)
+        unreadable = Outcome.UNREADABLE_IMAGE
+        return outcome(reason=DegradedReason.UNREADABLE_IMAGE, detail=detail, code=unreadable)
 
     if should_stop is not None and should_stop():
         raise Stopped("stopped before the provider was asked")
@@ -255,14 +262,16 @@ def summarize_image(
     except Stopped:
         raise
     except ProviderError as exc:
-        return outcome(reason=exc.reason, detail=exc.message, retryable=exc.transient)
+        detail, retryable = exc.message, exc.transient
+        return outcome(reason=exc.reason, detail=detail, retryable=retryable, code=exc.outcome)
     except Exception as exc:  # fail-open: a provider bug must not reach the agent
         log.exception("vision provider raised unexpectedly")
         detail = f"{type(exc).__name__}: {exc}"[:300]
         return outcome(reason=DegradedReason.PROVIDER_ERROR, detail=detail, retryable=True)
     if not text:
         detail = "provider answered with no printable text"
-        return outcome(reason=DegradedReason.EMPTY_RESPONSE, detail=detail)
+        rejected = Outcome.PROVIDER_REJECTED
+        return outcome(reason=DegradedReason.EMPTY_RESPONSE, detail=detail, code=rejected)
     return outcome(summary=text)
 
 

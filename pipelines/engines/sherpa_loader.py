@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines.errors import ConfigError, PermanentError
+from pipelines.errors import ConfigError, Unsupported
 from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.layout import Layout
@@ -208,7 +208,7 @@ class _NoBlends:
     def synthesize_mix(
         self, phonemes: Sequence[str], mix: Sequence[tuple[int, float]], speed: float = 1.0
     ) -> np.typing.NDArray[np.float32]:
-        raise PermanentError(
+        raise Unsupported(
             "voice blends need the native Kokoro engine (MCP_MEDIA_TTS__ENGINE=native or"
             " auto); sherpa-onnx speaks one voice at a time"
         )

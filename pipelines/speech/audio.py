@@ -32,6 +32,7 @@ from pipelines.audio_headers import (
     rate_channels_problem,
 )
 from pipelines.errors import PermanentError
+from pipelines.outcomes import Outcome
 from pipelines.speech.config import DecodeLimits
 
 Samples = NDArray[np.float32]
@@ -50,33 +51,49 @@ class AudioError(PermanentError):
 class AudioDecodeError(AudioError):
     """The bytes look like media but cannot be decoded (corrupt or truncated)."""
 
+    outcome = Outcome.UNREADABLE_AUDIO
+
 
 class NotAudioError(AudioError):
     """The input is not a media container, or has no audio stream."""
+
+    outcome = Outcome.NOT_AUDIO
 
 
 class EmptyAudioError(AudioError):
     """The input is zero bytes or decodes to zero samples."""
 
+    outcome = Outcome.EMPTY_AUDIO
+
 
 class AudioTooLargeError(AudioError):
     """The input file is larger than the byte limit."""
+
+    outcome = Outcome.AUDIO_TOO_LARGE
 
 
 class AudioTooLongError(AudioError):
     """The audio lasts longer than the duration limit."""
 
+    outcome = Outcome.AUDIO_TOO_LONG
+
 
 class AudioLimitError(AudioError):
     """A header or stream parameter is outside the decoding limits (refused before decoding)."""
+
+    outcome = Outcome.UNREADABLE_AUDIO
 
 
 class AudioDecodeTimeoutError(AudioError):
     """Decoding took longer than the wall-time bound (pathological input)."""
 
+    outcome = Outcome.UNREADABLE_AUDIO
+
 
 class AudioEncodeError(PermanentError):
     """Samples could not be encoded (empty, wrong shape, encoder failure)."""
+
+    outcome = Outcome.ENGINE_FAILED
 
 
 @dataclass(frozen=True, slots=True)

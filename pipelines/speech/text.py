@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Callable
 
 from pipelines.errors import PermanentError
+from pipelines.outcomes import Outcome
 from pipelines.speech.numbers import (
     MONTHS,
     ONES,
@@ -38,11 +39,11 @@ class TextError(PermanentError):
 
 
 class TextTooLongError(TextError):
-    pass
+    outcome = Outcome.TEXT_TOO_LONG
 
 
 class EmptyTextError(TextError):
-    pass
+    outcome = Outcome.EMPTY_TEXT
 
 
 # Markdown, HTML, emoji ---------------------------------------------------------------------

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pipelines.errors import ConfigError, PermanentError, Stopped
+from pipelines.outcomes import Outcome
 from pipelines.speech.blend import BlendError, Mix, is_blend, mix, parse_blend
 from pipelines.speech.chunks import Chunk, plan
 from pipelines.speech.config import TtsConfig
@@ -64,6 +65,8 @@ class Blender(Protocol):
 
 class SynthesisError(PermanentError):
     """The voice produced no usable audio for a sentence."""
+
+    outcome = Outcome.ENGINE_FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +184,8 @@ class KokoroFiles:
 
 class VoiceError(PermanentError):
     """A voice the loaded model does not have."""
+
+    outcome = Outcome.UNSUPPORTED
 
 
 def is_kokoro_dir(model_dir: Path) -> bool:

@@ -82,9 +82,11 @@ def test_ingest_answers_at_once_then_wait_renders_the_wrapped_summary(
         "attempts",
         "elapsed_ms",
         "reason",
+        "outcome",
         "trace_id",
         "started_at",
     }
+    assert envelope["meta"]["outcome"] is None  # done: nothing to explain
     assert envelope["meta"]["trace_id"] == quick["trace_id"]
     assert "sk-test" not in json.dumps(envelope)
     # The trace id reaches the worker's log lines.

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.media import BlobError, Capability, MarkerReason
+from pipelines.outcomes import Outcome
 from pipelines.results import Envelope, ResultKey, Status
+from workers.core.outcomes import Failure
 from workers.doors.api.bodies import (
     MAX_JSON_DEPTH,
     check_form_type,
@@ -138,9 +140,9 @@ def test_a_broker_fault_anywhere_in_the_chain_is_a_503_with_retry_after(tmp_path
     class Gone(Exception):
         pass
 
-    def broker(exc: BaseException) -> tuple[str, str] | None:
+    def broker(exc: BaseException) -> Failure | None:
         gone = isinstance(exc, Gone)
-        return ("broker_unavailable", "the broker does not answer") if gone else None
+        return Failure(Outcome.BROKER_UNAVAILABLE, "the broker does not answer") if gone else None
 
     try:
         try:
@@ -164,14 +166,27 @@ def test_a_broker_fault_anywhere_in_the_chain_is_a_503_with_retry_after(tmp_path
 
 def test_a_job_that_failed_on_a_full_disk_is_a_507_not_a_500() -> None:
     key = ResultKey(Capability.AUDIO_SYNTHESIZE, "ab12", "0" * 64)
-    for reason in (
+    reason = "disk_full: no space left on the cache volume"
+    full = Envelope(Status.FAILED, key, {}, job_id="j1", reason=reason, outcome=Outcome.DISK_FULL)
+    with pytest.raises(ApiError) as caught:
+        check_done(full, "j1")
+    assert (caught.value.status, caught.value.code) == (507, "insufficient_storage")
+    assert "j1" in caught.value.message and reason in caught.value.message
+    # Stored by the previous version, with a reason and no code: the code is derived once.
+    for old in (
         "BlobError: cache error while writing: No space left on device",
         "OSError: [Errno 122] Disk quota exceeded: '/home/x/results/tts'",
     ):
+        read = Envelope.from_json({**full.to_json(), "meta": {"job_id": "j1", "reason": old}})
         with pytest.raises(ApiError) as caught:
-            check_done(Envelope(Status.FAILED, key, {}, job_id="j1", reason=reason), "j1")
+            check_done(read, "j1")
         assert (caught.value.status, caught.value.code) == (507, "insufficient_storage")
-        assert "j1" in caught.value.message and reason in caught.value.message
-    with pytest.raises(ApiError) as caught:
-        check_done(Envelope(Status.FAILED, key, {}, job_id="j1", reason="RuntimeError: x"), "j1")
-    assert caught.value.status == 500
+        assert "j1" in caught.value.message and old in caught.value.message
+    # A code that names nothing else, or none at all: the job failed.
+    for code in (Outcome.INTERNAL, None):
+        failed = Envelope(
+            Status.FAILED, key, {}, job_id="j1", reason="RuntimeError: x", outcome=code
+        )
+        with pytest.raises(ApiError) as caught:
+            check_done(failed, "j1")
+        assert (caught.value.status, caught.value.code) == (500, "job_failed")

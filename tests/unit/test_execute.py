@@ -3,15 +3,18 @@ delivery cap and dead letters, claims, and every stage failure turned into a res
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from billiard.exceptions import SoftTimeLimitExceeded
 
-from pipelines.errors import PermanentError, Skipped
-from pipelines.media import Capability, MediaKind
+from pipelines.errors import PermanentError, Skipped, Stopped
+from pipelines.media import BlobError, Capability, MarkerReason, MediaKind
+from pipelines.outcomes import Outcome
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
 from tests.support.factories import png_bytes
 from workers.core.capabilities import CAPABILITIES
@@ -62,6 +65,16 @@ def runner(stage: CountingStage) -> Runner:
     return replace(RUNNERS[CAP], stage=stage)
 
 
+def full_disk() -> BlobError:
+    """A cache error raised while a full disk refused a write (ENOSPC in its chain)."""
+    try:
+        raise OSError(errno.ENOSPC, "No space left on device", "/home/x/cache/audio/.tmp-1")
+    except OSError as exc:
+        wrapped = BlobError(MarkerReason.CACHE_ERROR, "cache error while writing")
+        wrapped.__cause__ = exc
+        return wrapped
+
+
 def test_done_result_is_stored_once_and_reused(resources: Resources, settings: Settings) -> None:
     stage = CountingStage()
     job = cached_job(settings, job_id="j1", trace_id="t1", worker="w")
@@ -99,21 +112,57 @@ def test_force_runs_again(resources: Resources, settings: Settings) -> None:
 
 
 @pytest.mark.parametrize(
-    ("error", "status", "reason"),
+    ("error", "status", "reason", "code"),
     [
-        (Skipped("vision provider is 'none'"), Status.DEGRADED, "skipped: vision provider"),
-        (PermanentError("bad input"), Status.FAILED, "PermanentError: bad input"),
-        (RuntimeError("engine bug"), Status.FAILED, "RuntimeError: engine bug"),
+        (
+            Skipped("vision provider is 'none'"),
+            Status.DEGRADED,
+            "skipped: vision provider",
+            Outcome.SKIPPED,
+        ),
+        (
+            PermanentError("bad input"),
+            Status.FAILED,
+            "PermanentError: bad input",
+            Outcome.INVALID_INPUT,
+        ),
+        (RuntimeError("engine bug"), Status.FAILED, "RuntimeError: engine bug", Outcome.INTERNAL),
+        (
+            BlobError(MarkerReason.CACHE_ERROR, "cache error while writing"),
+            Status.FAILED,
+            "BlobError: cache error",
+            Outcome.INTERNAL,
+        ),
+        (full_disk(), Status.FAILED, "disk_full: no space left", Outcome.DISK_FULL),
+        (SoftTimeLimitExceeded(), Status.FAILED, "SoftTimeLimitExceeded", Outcome.TIMEOUT),
+        (Stopped("asked"), Status.FAILED, "cancelled", Outcome.CANCELLED),
     ],
 )
-def test_stage_errors_become_results(
-    resources: Resources, settings: Settings, error: Exception, status: Status, reason: str
+def test_stage_errors_become_results_with_their_code(
+    resources: Resources,
+    settings: Settings,
+    error: Exception,
+    status: Status,
+    reason: str,
+    code: Outcome,
 ) -> None:
     job = cached_job(settings, job_id="j1")
     envelope = execute(resources, job, runner=runner(CountingStage(error=error)))
     assert envelope.status is status
     assert envelope.reason is not None and envelope.reason.startswith(reason)
+    assert envelope.outcome is code
     assert settings.sidecars().read(job.key) == envelope
+
+
+def test_a_stage_that_names_no_code_for_its_failure_is_internal_and_done_has_none(
+    resources: Resources, settings: Settings
+) -> None:
+    job = cached_job(settings, job_id="j1")
+    stage = CountingStage(StageOutcome(Status.DEGRADED, reason="why"))
+    assert execute(resources, job, runner=runner(stage)).outcome is Outcome.INTERNAL
+    done = execute(resources, replace(job, job_id="j2"), runner=runner(CountingStage()))
+    assert done.status is Status.DONE and done.outcome is None
+    assert done.to_json()["meta"]["outcome"] is None
 
 
 def test_input_outside_the_cache_is_refused(
@@ -125,6 +174,7 @@ def test_input_outside_the_cache_is_refused(
     stage = CountingStage()
     envelope = execute(resources, replace(job, path=outside), runner=runner(stage))
     assert envelope.status is Status.FAILED and "not a file in the cache" in (envelope.reason or "")
+    assert envelope.outcome is Outcome.MALFORMED_JOB
     assert stage.calls == []
 
 
@@ -134,6 +184,7 @@ def test_version_mismatch_fails_without_running(resources: Resources, settings: 
     stage = CountingStage()
     envelope = execute(resources, stale, runner=runner(stage))
     assert envelope.status is Status.FAILED and "version mismatch" in (envelope.reason or "")
+    assert envelope.outcome is Outcome.VERSION_MISMATCH
     assert stage.calls == []
 
 
@@ -145,9 +196,11 @@ def test_delivery_cap_dead_letters(resources: Resources, settings: Settings) -> 
     stage = CountingStage()
     envelope = execute(resources, job, runner=runner(stage))
     assert envelope.status is Status.FAILED and "dead-lettered" in (envelope.reason or "")
+    assert envelope.outcome is Outcome.DEAD_LETTERED
     assert stage.calls == []
     (letter,) = resources.state.dead_letters.newest()
     assert letter["job_id"] == "poison" and letter["key"] == str(job.key)
+    assert letter["outcome"] == "dead_lettered"
 
 
 def test_a_held_claim_is_redelivered_at_once_and_the_retry_takes_the_holders_result(

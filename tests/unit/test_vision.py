@@ -19,6 +19,7 @@ from pipelines.engines.openai_vision import OpenAIVisionProvider
 from pipelines.engines.registry import vision_provider
 from pipelines.errors import ConfigError, Skipped, Stopped
 from pipelines.imaging import PreparedImage
+from pipelines.outcomes import Outcome
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import (
     DegradedReason,
@@ -115,6 +116,7 @@ def test_slow_provider_degrades_within_the_timeout(fake: FakeOpenAI, picture: Pa
     assert outcome.output["reason"] == DegradedReason.TIMEOUT
     assert outcome.output["summary"] is None
     assert outcome.output["retryable"]
+    assert outcome.outcome is Outcome.TIMEOUT
 
 
 def test_a_stop_asked_while_the_provider_holds_the_request_ends_the_wait(
@@ -165,16 +167,16 @@ def test_huge_body_is_capped(fake: FakeOpenAI, picture: Path, chunked: bool) -> 
 
 
 @pytest.mark.parametrize(
-    ("mode", "reason"),
+    ("mode", "reason", "code"),
     [
-        (Mode.INVALID_JSON, DegradedReason.INVALID_RESPONSE),
-        (Mode.EMPTY, DegradedReason.EMPTY_RESPONSE),
-        (Mode.NO_CHOICES, DegradedReason.EMPTY_RESPONSE),
-        (Mode.CLOSE, DegradedReason.CONNECTION_ERROR),
+        (Mode.INVALID_JSON, DegradedReason.INVALID_RESPONSE, Outcome.PROVIDER_UNAVAILABLE),
+        (Mode.EMPTY, DegradedReason.EMPTY_RESPONSE, Outcome.PROVIDER_REJECTED),
+        (Mode.NO_CHOICES, DegradedReason.EMPTY_RESPONSE, Outcome.PROVIDER_REJECTED),
+        (Mode.CLOSE, DegradedReason.CONNECTION_ERROR, Outcome.PROVIDER_UNAVAILABLE),
     ],
 )
 def test_bad_answers_degrade_with_their_reason(
-    fake: FakeOpenAI, picture: Path, mode: Mode, reason: DegradedReason
+    fake: FakeOpenAI, picture: Path, mode: Mode, reason: DegradedReason, code: Outcome
 ) -> None:
     fake.set(mode=mode)
 
@@ -183,6 +185,7 @@ def test_bad_answers_degrade_with_their_reason(
     assert outcome.status is Status.DEGRADED
     assert outcome.output["reason"] == reason
     assert outcome.output["summary"] is None
+    assert outcome.outcome is code
 
 
 def test_server_error_is_retried_once_then_degrades(fake: FakeOpenAI, picture: Path) -> None:
@@ -193,6 +196,7 @@ def test_server_error_is_retried_once_then_degrades(fake: FakeOpenAI, picture: P
     assert outcome.output["reason"] == DegradedReason.HTTP_ERROR
     assert outcome.output["detail"] is not None and "HTTP 500" in outcome.output["detail"]
     assert outcome.output["retryable"]
+    assert outcome.outcome is Outcome.PROVIDER_UNAVAILABLE
     assert fake.request_count == 2
 
 
@@ -204,6 +208,7 @@ def test_client_error_is_not_retried(fake: FakeOpenAI, picture: Path) -> None:
     assert outcome.output["reason"] == DegradedReason.HTTP_ERROR
     assert outcome.output["detail"] is not None and "HTTP 404" in outcome.output["detail"]
     assert not outcome.output["retryable"]
+    assert outcome.outcome is Outcome.PROVIDER_REJECTED
     assert fake.request_count == 1
 
 
@@ -216,6 +221,7 @@ def test_connection_refused(picture: Path) -> None:
     outcome = describe(picture, openai_config(f"http://127.0.0.1:{port}/v1"))
 
     assert outcome.output["reason"] == DegradedReason.CONNECTION_REFUSED
+    assert outcome.outcome is Outcome.PROVIDER_UNAVAILABLE
 
 
 def test_large_image_reaches_provider_downscaled(fake: FakeOpenAI, tmp_path: Path) -> None:
@@ -275,6 +281,7 @@ def test_decompression_bomb_degrades_without_a_request(fake: FakeOpenAI, tmp_pat
     assert outcome.output["reason"] == DegradedReason.DECOMPRESSION_BOMB
     assert outcome.output["detail"] is not None and "decompression bomb" in outcome.output["detail"]
     assert not outcome.output["retryable"]
+    assert outcome.outcome is Outcome.IMAGE_TOO_LARGE
     assert fake.request_count == 0
 
 
@@ -286,6 +293,7 @@ def test_unreadable_image_degrades(fake: FakeOpenAI, tmp_path: Path) -> None:
 
     assert outcome.output["reason"] == DegradedReason.UNREADABLE_IMAGE
     assert outcome.output["facts"] is None
+    assert outcome.outcome is Outcome.UNREADABLE_IMAGE
     assert fake.request_count == 0
 
 

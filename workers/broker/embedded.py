@@ -19,6 +19,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from urllib.parse import quote
 
@@ -219,14 +220,20 @@ def running_embedded(home: Path) -> Broker | None:
     return Broker(url=url, pid=state["pid"], port=state["port"], started=False)
 
 
+class StopHow(StrEnum):
+    SAVED = "saved"  # a plain SHUTDOWN
+    UNSAVED = "unsaved"  # SHUTDOWN NOSAVE, after it refused to save
+    KILLED = "killed"  # by its pid
+    RUNNING = "running"  # it is still up: nothing we could stop safely
+
+
 @dataclass(frozen=True, slots=True)
 class Stopped:
-    """How `stop_embedded` ended the broker: `saved` (a plain SHUTDOWN), `unsaved` (SHUTDOWN
-    NOSAVE, after it refused to save), `killed` (by its pid), or `running` (it is still up:
-    nothing we could stop safely). `lost` says what could not be saved, and where."""
+    """How `stop_embedded` ended the broker; `lost` says what could not be saved, and
+    where."""
 
     port: int
-    how: str
+    how: StopHow
     lost: str = ""
 
 
@@ -249,19 +256,19 @@ def stop_embedded(home: Path, timeout: float = 10.0, grace: float = 2.0) -> Stop
         facts = _facts(running.url)
         owned = _owned_process(running, facts, _read_state(folder))
         if _shutdown(running.url, nosave=False) and _gone(running.url, timeout):
-            return Stopped(running.port, "saved")
+            return Stopped(running.port, StopHow.SAVED)
         lost = _unsaved(facts, folder)
         if _shutdown(running.url, nosave=True) and _gone(running.url, grace):
-            return Stopped(running.port, "unsaved", lost)
+            return Stopped(running.port, StopHow.UNSAVED, lost)
         for sig in (signal.SIGTERM, signal.SIGKILL):
             if owned is None or not owned.same():
                 break
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(owned.pid, sig)
             if _gone(running.url, grace):
-                return Stopped(running.port, "killed", lost)
+                return Stopped(running.port, StopHow.KILLED, lost)
         # broker.json stays: the next start reuses its port, so clients reconnect by themselves.
-        return Stopped(running.port, "running", lost)
+        return Stopped(running.port, StopHow.RUNNING, lost)
 
 
 def _facts(url: str) -> dict[str, object]:

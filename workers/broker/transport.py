@@ -39,20 +39,14 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from redis.sentinel import SentinelManagedConnection
 
+from workers.broker.replies import BrokerUnwritable as BrokerUnwritable
+from workers.broker.replies import refuses_writes as refuses_writes
+
 
 def _connparams(channel: Any, base: Any, asynchronous: bool) -> Any:
     if channel.connection.client is None:
         raise redis.ConnectionError("the broker connection was closed")
     return base._connparams(channel, asynchronous)
-
-
-class BrokerUnwritable(redis.ConnectionError):
-    """The broker refuses writes (MISCONF): as good as gone until it writes again."""
-
-
-def refuses_writes(exc: redis.ResponseError) -> bool:
-    # A script's error wraps the server's: "Error running script ... -MISCONF ...".
-    return "MISCONF" in str(exc)
 
 
 class _WritesRefusedAsConnectionLoss:

@@ -103,7 +103,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
     """Stop the embedded broker of MCP_MEDIA_HOME; exit 0 whether or not one was running."""
-    from workers.broker.embedded import running_embedded, stop_embedded
+    from workers.broker.embedded import StopHow, running_embedded, stop_embedded
 
     running = running_embedded(settings.home)
     if running is None:
@@ -124,13 +124,13 @@ def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if stopped.lost:
         say(stopped.lost)
-    if stopped.how == "running":
+    if stopped.how is StopHow.RUNNING:
         say(
             f"the embedded broker on 127.0.0.1:{running.port} refused to stop and its pid "
             "could not be shown to be ours: nothing was killed"
         )
         return 1
-    how = " (killed by its pid: it refused to shut down)" if stopped.how == "killed" else ""
+    how = " (killed by its pid: it refused to shut down)" if stopped.how is StopHow.KILLED else ""
     say(f"stopped the embedded broker on 127.0.0.1:{running.port}{how}")
     return 0
 

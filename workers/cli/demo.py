@@ -164,7 +164,7 @@ def run_demo(settings: Settings, sample: Path = SAMPLE, wait: float = 120.0) -> 
         print("=== what the agent sees ===")
         print(render_with_jobs(rendered, handles))
         print("=== spoken reply ===")
-        if spoken.envelope is not None and spoken.envelope.status.value == "done":
+        if spoken.envelope is not None and spoken.envelope.status is Status.DONE:
             print(spoken.envelope.output["media_tag"])
         else:
             print(pending_line(job.capability.value, spoken.id))

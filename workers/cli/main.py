@@ -25,6 +25,7 @@ from workers.cli.admin import (
 from workers.cli.common import EXIT_USAGE, CliError, check_text_args
 from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd_mcp, cmd_proxy
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
+from workers.cli.outcomes import exit_status
 from workers.cli.serve import add_inline_flag, add_serve_flags, cmd_serve
 from workers.core.confinement import confine_process
 from workers.core.settings import Settings
@@ -207,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except MediaError as exc:
         sys.stderr.write(f"mcp-media: error: {exc}\n")
-        return 1
+        return exit_status(exc.outcome)
     return code
 
 

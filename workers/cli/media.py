@@ -31,6 +31,7 @@ from workers.cli.common import (
     run_jobs,
     served_catalog,
 )
+from workers.cli.outcomes import exit_status, failure_line
 from workers.core.settings import Settings
 
 
@@ -95,7 +96,14 @@ def _transcript_json(handle: Any) -> dict[str, Any]:
         "status": handle.status.value,
         "id": handle.id,
         "reason": handle.envelope.reason if handle.envelope is not None else None,
+        "outcome": _outcome(handle),
     }
+
+
+def _outcome(handle: Any) -> str | None:
+    """The code of the handle's result, when it is not done."""
+    envelope = handle.envelope
+    return envelope.outcome.value if envelope is not None and envelope.outcome else None
 
 
 def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
@@ -115,8 +123,8 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write(pending_line(job.capability.value, handle.id) + "\n")
         return 0
     if handle.envelope.status is not Status.DONE:
-        sys.stderr.write(f"mcp-media: transcription {handle.status}: {handle.envelope.reason}\n")
-        return 1
+        sys.stderr.write(failure_line("transcription", handle.envelope))
+        return exit_status(handle.envelope.outcome)
     out = handle.envelope.output
     if not out["text"] and args.format == "text":
         sys.stdout.write(NO_SPEECH_LINE + "\n")  # nobody speaks: say so, not nothing
@@ -183,6 +191,7 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         row["id"] = handle.id
         row["reason"] = handle.envelope.reason if handle.envelope is not None else None
+        row["outcome"] = _outcome(handle)
         print_json(row)
     elif media_tag:
         sys.stdout.write(f"{media_tag}\n")
@@ -190,8 +199,8 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
     elif handle.envelope is None:
         sys.stdout.write(pending_line(job.capability.value, handle.id) + "\n")
     else:
-        sys.stderr.write(f"mcp-media: speech {handle.status}: {handle.envelope.reason}\n")
-        return 1
+        sys.stderr.write(failure_line("speech", handle.envelope))
+        return exit_status(handle.envelope.outcome)
     return 0
 
 

@@ -18,6 +18,7 @@ from pipelines.errors import MediaError
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
 from workers.core.catalog import Catalog
+from workers.core.outcomes import Failure, Outcome
 from workers.core.wait_estimate import retry_after
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 class Admission(StrEnum):
-    """What one atomic admission decided for a submission."""
+    """How a submission was answered (a handle's `admission`)."""
 
     SETTLED = "settled"  # a finished result answers it: nothing runs
     JOINED = "joined"  # the job already in flight for its key is its job
@@ -35,6 +36,8 @@ class Admission(StrEnum):
 
 class QueueFull(MediaError):
     """Admission refused: the capability's queue is at its high water. Retry later."""
+
+    outcome = Outcome.QUEUE_FULL
 
     def __init__(self, queue: str, waiting: int, high_water: int) -> None:
         super().__init__(
@@ -49,6 +52,8 @@ class QueueFull(MediaError):
 class QueueBusy(MediaError):
     """Admission refused: a new job would finish past the caller's wait (`within`), by the
     work ahead of it in its queue. Retry after `retry_after` seconds."""
+
+    outcome = Outcome.QUEUE_BUSY
 
     def __init__(self, queue: str, expected: float, within: float) -> None:
         self.queue = queue
@@ -199,8 +204,8 @@ class JobGateway(Protocol):
 
     def close(self, finish_jobs: bool = False) -> None: ...
 
-    def fault(self, exc: BaseException) -> tuple[str, str] | None:
-        """(code, what to tell the caller) when `exc` says the queue itself cannot serve (the
-        cluster's broker gone or refusing writes); None for anything else, and always None
-        where jobs run in this process."""
+    def fault(self, exc: BaseException) -> Failure | None:
+        """The failure `exc` names when it says the queue itself cannot serve (the cluster's
+        broker gone or refusing writes); None for anything else, and always None where jobs
+        run in this process."""
         return None

@@ -33,6 +33,7 @@ DEFAULT_SECONDS = 30.0
 DRAIN_BYTES = 4 << 20  # what a refused client may still send, read and dropped at most
 DRAIN_SECONDS = 2.0
 _HEAD_END = re.compile(rb"\n\r?\n")
+_LINE_ENDS = (b"\n", b"\r\n")  # a read starting with one may end a head begun before it
 _SHOWN = 200  # characters of the parser's complaint (it quotes the client's bytes)
 
 
@@ -105,7 +106,7 @@ class BoundedConnection(h11.Connection):
         if (
             self.their_state is h11.IDLE
             and len(data) > limit
-            and not data.startswith((b"\n", b"\r\n"))
+            and not data.startswith(_LINE_ENDS)
             and _HEAD_END.search(data, 0, limit + 4) is None
         ):
             data = data[: limit + 1]

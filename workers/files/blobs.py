@@ -16,6 +16,7 @@ from typing import Protocol
 from pipelines.cache import MediaCache
 from pipelines.errors import PermanentError
 from pipelines.media import MediaKind
+from pipelines.outcomes import Outcome
 from workers.core.blob_ref import INLINE_MAX_BYTES, BlobRef
 
 __all__ = ["INLINE_MAX_BYTES", "BlobMissing", "BlobRef", "BlobStore", "Listed", "LocalBlobs"]
@@ -25,6 +26,8 @@ READ_CHUNK = 1 << 20
 
 class BlobMissing(PermanentError):
     """The blob a job names is in neither this node's cache nor the blob store."""
+
+    outcome = Outcome.INPUT_MISSING
 
 
 @dataclass(frozen=True, slots=True)

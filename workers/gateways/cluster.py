@@ -26,12 +26,13 @@ from pipelines.errors import PermanentError
 from pipelines.media import Capability
 from pipelines.render import audio_tag
 from pipelines.results import Envelope, ResultKey, Status
+from workers.broker.replies import broker_outcome
 from workers.broker.target import mask
-from workers.broker.transport import refuses_writes
 from workers.core import keys
 from workers.core.capabilities import CAPABILITIES, QUEUES
 from workers.core.catalog import Catalog
 from workers.core.gateway import Admission, JobGateway, JobHandle, QueueBusy, QueueFull, answers
+from workers.core.outcomes import Failure, Outcome
 from workers.core.settings import Settings
 from workers.files.blobs import BlobRef
 from workers.files.node_cache import NodeCache, input_ref
@@ -104,21 +105,22 @@ class MediaClient(JobGateway):
             bound_sending(app, settings.api.broker_connect_timeout, settings.api.broker_timeout)
         return cls(settings, app, client, files)
 
-    def fault(self, exc: BaseException) -> tuple[str, str] | None:
-        """(code, what to tell the caller) when `exc` says the broker cannot serve: it does
-        not answer, or it refuses writes because it cannot persist (MISCONF). None for
-        anything else (a bug is not an outage)."""
+    def fault(self, exc: BaseException) -> Failure | None:
+        """The failure `exc` names when the broker cannot serve: it does not answer, or it
+        refuses writes because it cannot persist (Redis MISCONF). None for anything else (a
+        bug is not an outage)."""
+        outcome = broker_outcome(exc)
+        if outcome is None and isinstance(exc, OperationalError):
+            outcome = Outcome.BROKER_UNAVAILABLE
         where = mask(str(self.app.conf.broker_url))
-        if isinstance(exc, redis.ResponseError):
-            text = str(exc)
-            if refuses_writes(exc):  # a script's error wraps it: "Error running script ..."
-                return "broker_cannot_persist", (
-                    f"the broker ({where}) refuses writes because it cannot save "
-                    f"to its disk (Redis MISCONF): free space on the broker's disk; {text[:200]}"
-                )
-            return None
-        if isinstance(exc, redis.ConnectionError | redis.TimeoutError | OperationalError):
-            return "broker_unavailable", (f"the broker ({where}) does not answer: {str(exc)[:200]}")
+        if outcome is Outcome.BROKER_CANNOT_PERSIST:
+            return Failure(
+                outcome,
+                f"the broker ({where}) refuses writes because it cannot save to its disk "
+                f"(Redis MISCONF): free space on the broker's disk; {str(exc)[:200]}",
+            )
+        if outcome is Outcome.BROKER_UNAVAILABLE:
+            return Failure(outcome, f"the broker ({where}) does not answer: {str(exc)[:200]}")
         return None
 
     def close(self, finish_jobs: bool = False) -> None:

@@ -14,8 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import PermanentError, Skipped, Stopped, TransientError, causes, disk_full
+from pipelines.errors import (
+    PermanentError,
+    Skipped,
+    Stopped,
+    TransientError,
+    causes,
+    disk_full,
+    outcome_of,
+)
+from pipelines.outcomes import Outcome
 from pipelines.results import Envelope, ResultKey, StageOutcome, Status
+from workers.broker.replies import broker_outcome
 from workers.core.capabilities import CAPABILITIES, CapabilitySpec
 from workers.core.gateway import answers
 from workers.core.settings import Settings
@@ -33,6 +43,24 @@ DELIVERY_TTL = 86400
 
 class Redelivered(TransientError):
     """Another delivery of the same key holds the claim and its outcome is unknown yet."""
+
+
+class MalformedJob(PermanentError):
+    """The message names no input this worker may read."""
+
+    outcome = Outcome.MALFORMED_JOB
+
+
+def _time_limits() -> tuple[type[BaseException], ...]:
+    """What a Celery task's soft time limit raises inside its stage (none without Celery)."""
+    try:
+        from billiard.exceptions import SoftTimeLimitExceeded
+    except ImportError:  # jobs run in the door's own process only
+        return ()
+    return (SoftTimeLimitExceeded,)
+
+
+TIME_LIMITS = _time_limits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +117,13 @@ def checked_input(settings: Settings, key: ResultKey, path: Path) -> Path:
     """
     real = path.resolve()
     if not real.is_relative_to(settings.cache_root.resolve()) or not real.is_file():
-        raise PermanentError(f"job input is not a file in the cache: {path}")
+        raise MalformedJob(f"job input is not a file in the cache: {path}")
     digest = hashlib.sha256()
     with real.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     if digest.hexdigest() != key.sha256:
-        raise PermanentError(f"job input {path} does not match the sha256 of its key")
+        raise MalformedJob(f"job input {path} does not match the sha256 of its key")
     return real
 
 
@@ -104,10 +132,10 @@ def job_input(resources: Resources, job: Job, spec: CapabilitySpec) -> Path:
     ref = job.blob
     if ref is None:
         if job.path is None:
-            raise PermanentError("the job names no input")
+            raise MalformedJob("the job names no input")
         return checked_input(resources.settings, job.key, job.path)
     if ref.sha256 != job.key.sha256 or ref.kind is not spec.input_kind:
-        raise PermanentError(
+        raise MalformedJob(
             f"job input {ref.kind} {ref.sha256[:16]}... is not the {spec.input_kind} its key names"
         )
     return resources.node.local(ref)
@@ -117,34 +145,45 @@ def run_stage(resources: Resources, job: Job, runner: Runner) -> StageOutcome:
     """The stage, with every failure turned into an outcome: nothing escapes into the agent.
 
     `Skipped` (a capability turned off) is `degraded`, so a later submission runs again once
-    it is turned on; anything else that goes wrong is `failed` with its type and message.
+    it is turned on; anything else that goes wrong is `failed` with its type and message,
+    and the code the error names (`pipelines.errors.outcome_of`).
     """
     try:
         path = job_input(resources, job, CAPABILITIES[job.key.capability])
         return runner.stage(resources, path, job.params)
     except Skipped as exc:
-        return StageOutcome(Status.DEGRADED, reason=f"skipped: {exc}")
+        return StageOutcome(Status.DEGRADED, reason=f"skipped: {exc}", outcome=exc.outcome)
     except Cancelled as exc:
-        return StageOutcome(Status.FAILED, reason=str(exc))
+        return StageOutcome(Status.FAILED, reason=str(exc), outcome=exc.outcome)
     except Stopped as exc:  # a pipeline saw the job's stop_asked(): the client cancelled it
-        return StageOutcome(Status.FAILED, reason=f"{CANCELLED} ({exc})")
+        return StageOutcome(Status.FAILED, reason=f"{CANCELLED} ({exc})", outcome=exc.outcome)
     except Exception as exc:
         full = disk_full(exc)
         if full is not None:  # not retried: the next attempt would meet the same full disk
-            return StageOutcome(Status.FAILED, reason=disk_full_reason(full))
+            reason = disk_full_reason(full)
+            return StageOutcome(Status.FAILED, reason=reason, outcome=Outcome.DISK_FULL)
         if not isinstance(exc, PermanentError):
             log.exception("stage %s failed on %s", job.key.capability, job.key)
-        return StageOutcome(Status.FAILED, reason=f"{type(exc).__name__}: {exc}"[:500])
+        code = Outcome.TIMEOUT if isinstance(exc, TIME_LIMITS) else outcome_of(exc)
+        reason = f"{type(exc).__name__}: {exc}"[:500]
+        return StageOutcome(Status.FAILED, reason=reason, outcome=code)
+
+
+def _code(outcome: StageOutcome) -> Outcome | None:
+    """The code a result carries: none when done, `internal` when a stage named none."""
+    if outcome.status is Status.DONE:
+        return None
+    return outcome.outcome or Outcome.INTERNAL
 
 
 def disk_full_reason(error: OSError) -> str:
-    """`disk_full: ...`, with the OS's words (doors map "No space left on device" to their
-    disk-full answer) and the folder when the error names a file."""
+    """`disk_full: ...`, for people: the OS's words and the folder when the error names a
+    file (the code, `disk_full`, is what the doors answer by)."""
     where = f" under {Path(str(error.filename)).parent}" if error.filename else ""
     return f"disk_full: no space left on the cache volume{where} ({error})"[:500]
 
 
-def failed(job: Job, reason: str) -> Envelope:
+def failed(job: Job, reason: str, outcome: Outcome) -> Envelope:
     return Envelope(
         status=Status.FAILED,
         key=job.key,
@@ -154,6 +193,7 @@ def failed(job: Job, reason: str) -> Envelope:
         attempts=job.attempts,
         reason=reason,
         trace_id=job.trace_id,
+        outcome=outcome,
     )
 
 
@@ -187,6 +227,7 @@ def execute(
                 f"processor version mismatch: submitted {job.key.version}, this worker runs "
                 f"{own_version} (workers of one queue with different models or settings?); "
                 "submitting it again keys it by what the live workers announce",
+                Outcome.VERSION_MISMATCH,
             ),
         )
     if job.delivery is not None and job.job_id is not None:
@@ -195,7 +236,7 @@ def execute(
         if count > cap:
             reason = f"dead-lettered: delivered {count} times (cap {cap}); the job kills its worker"
             state.dead_letters.add(job.job_id, job.key, reason)
-            return _record(state.results, failed(job, reason))
+            return _record(state.results, failed(job, reason, Outcome.DEAD_LETTERED))
     ttl = resources.settings.jobs.claim_ttl
     claim = state.claims.claim(job.key, ttl)
     if claim is None:
@@ -209,7 +250,7 @@ def execute(
             assert found is not None
             return found
         if cancel_requested(state.coordination, job.job_id):  # asked to stop while it waited
-            return _record(state.results, failed(job, CANCELLED))
+            return _record(state.results, failed(job, CANCELLED, Outcome.CANCELLED))
         started, started_at = time.monotonic(), time.time()
         running = running_job.set(job.job_id)
         try:
@@ -228,6 +269,7 @@ def execute(
             reason=outcome.reason,
             trace_id=job.trace_id,
             started_at=started_at,
+            outcome=_code(outcome),
         )
         # A broker refusing writes (MISCONF: its disk is full) may take them again within
         # seconds; the result is kept and stored then, while our claim still stands.
@@ -236,9 +278,10 @@ def execute(
         state.claims.release(claim)
 
 
-def give_up(resources: Resources, job: Job, reason: str) -> Envelope:
-    """Record that a job ends without running (its retries ran out): never silently absent."""
-    return _record(resources.state.results, failed(job, reason))
+def give_up(resources: Resources, job: Job, reason: str, outcome: Outcome) -> Envelope:
+    """Record that a job ends without running (its retries ran out, or its message names
+    nothing usable): never silently absent."""
+    return _record(resources.state.results, failed(job, reason, outcome))
 
 
 def _record(results: Results, envelope: Envelope, patience: float = 0.0) -> Envelope:
@@ -257,7 +300,7 @@ def _record(results: Results, envelope: Envelope, patience: float = 0.0) -> Enve
 
 
 def _writes_refused(exc: BaseException) -> bool:
-    return any("MISCONF" in str(found) for found in causes(exc))
+    return any(broker_outcome(found) is Outcome.BROKER_CANNOT_PERSIST for found in causes(exc))
 
 
 def _put(results: Results, envelope: Envelope) -> Envelope:
@@ -272,7 +315,11 @@ def _put(results: Results, envelope: Envelope) -> Envelope:
         if full is None:
             raise
         envelope = dataclasses.replace(
-            envelope, status=Status.FAILED, output={}, reason=disk_full_reason(full)
+            envelope,
+            status=Status.FAILED,
+            output={},
+            reason=disk_full_reason(full),
+            outcome=Outcome.DISK_FULL,
         )
         results.put(envelope, sidecar=False)
     if envelope.status is Status.DONE:

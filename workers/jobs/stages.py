@@ -14,8 +14,9 @@ from typing import Any
 
 from pipelines.errors import Stopped
 from pipelines.media import Capability
+from pipelines.outcomes import Outcome
 from pipelines.results import StageOutcome, Status
-from pipelines.vision import summarize_image
+from pipelines.vision import ProviderKind, summarize_image
 from workers.core.stage_configs import stt_options
 from workers.files.blobs import BlobRef
 from workers.jobs.probes import probe_stt, probe_tts, probe_vision
@@ -36,14 +37,16 @@ def summarize(resources: Resources, path: Path, slot_wait: float = 120.0) -> Sta
     token: str | None = None
     stop = stop_asked(resources.state.coordination)
     ttl = config.timeout + 15  # a dead holder's slot frees itself after this
-    if config.provider.value == "openai":
+    if config.provider is ProviderKind.OPENAI:
         deadline = time.monotonic() + slot_wait
         while token is None:
             token = claims.acquire_slot(VISION_SLOT, config.max_concurrency, ttl)
             if token is None:
                 if time.monotonic() > deadline:
                     return StageOutcome(
-                        Status.DEGRADED, reason="provider_busy: no provider slot became free"
+                        Status.DEGRADED,
+                        reason="provider_busy: no provider slot became free",
+                        outcome=Outcome.PROVIDER_BUSY,
                     )
                 if stop is not None and stop():
                     raise Stopped("stopped while waiting for a provider slot")

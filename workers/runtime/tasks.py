@@ -12,6 +12,7 @@ from typing import Any
 from celery import Celery, Task
 
 from pipelines.errors import PermanentError
+from pipelines.outcomes import Outcome
 from pipelines.results import EnvelopeJson, ResultKey
 from workers.core.capabilities import CAPABILITIES, CapabilitySpec
 from workers.files.blobs import BlobRef
@@ -66,7 +67,7 @@ def make_task(app: Celery, spec: CapabilitySpec, runner: Runner | None = None) -
             delivery=job_id,
         )
         if malformed is not None:
-            return give_up(res, job, malformed).to_json()
+            return give_up(res, job, malformed, Outcome.MALFORMED_JOB).to_json()
         try:
             envelope = execute(res, job, spec, runner)
         except Redelivered as exc:
@@ -77,7 +78,7 @@ def make_task(app: Celery, spec: CapabilitySpec, runner: Runner | None = None) -
             )
             if self.request.retries >= most:
                 reason = f"gave up after {most} retries: {exc}"
-                return give_up(res, job, reason).to_json()
+                return give_up(res, job, reason, Outcome.RETRIES_EXHAUSTED).to_json()
             raise self.retry(exc=exc, countdown=countdown, max_retries=most) from exc
         if res.broker is not None:
             drop_lease(res.broker, job_id)

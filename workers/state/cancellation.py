@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from typing import Any, Protocol
 
 from pipelines.errors import PermanentError
+from pipelines.outcomes import Outcome
 from workers.core import keys
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ class Reports(Protocol):
 
 class Cancelled(PermanentError):
     """The job was asked to stop; its stage ends here."""
+
+    outcome = Outcome.CANCELLED
 
 
 def request_cancel(reports: Reports, job_id: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import redis
 
+from pipelines.outcomes import Outcome
 from pipelines.results import ResultKey
 from workers.core import keys
 from workers.state.redis_values import json_object
@@ -38,7 +39,14 @@ class DeadLetters(Protocol):
 
 
 def _letter(job_id: str, key: ResultKey, reason: str) -> dict[str, Any]:
-    return {"job_id": job_id, "key": str(key), "reason": reason, "at": time.time()}
+    """A dead letter: its job, key and reason, with the outcome code every one shares."""
+    return {
+        "job_id": job_id,
+        "key": str(key),
+        "reason": reason,
+        "outcome": Outcome.DEAD_LETTERED.value,
+        "at": time.time(),
+    }
 
 
 def _by_capability(letters: list[dict[str, Any]]) -> dict[str, int]:

@@ -21,27 +21,16 @@ from typing import Any
 from anyio import to_thread
 
 from pipelines.media import Capability
+from pipelines.outcomes import Outcome
 from pipelines.results import Envelope, ResultKey, Status
 from workers.core.capabilities import CAPABILITIES
 from workers.core.gateway import Admission, JobHandle, QueueBusy, QueueFull, answers
 from workers.core.wait_estimate import refuse_late, retry_after
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
+from workers.doors.api.outcomes import http_error, job_error
 
 LATE_CHECK = 1.0  # seconds between re-estimates of a job still waiting in its queue
-
-# Reasons of failed STT jobs that mean the upload is not usable audio (415, not 500).
-_BAD_AUDIO = (
-    "AudioDecodeError",
-    "NotAudioError",
-    "EmptyAudioError",
-    "AudioLimitError",
-    "AudioTooLongError",
-    "AudioTooLargeError",
-    "AudioDecodeTimeoutError",
-)
-# What a job's reason says when the worker's disk was full (ENOSPC, EDQUOT): a 507.
-_DISK_FULL = ("No space left on device", "Disk quota exceeded", "[Errno 28]", "[Errno 122]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +50,10 @@ async def served(ctx: ApiContext, capability: Capability) -> None:
     """503 while no live worker serves the capability's queue."""
     queue = CAPABILITIES[capability].queue
     if not await to_thread.run_sync(ctx.gateway.serving, queue):
-        raise ApiError(
-            503,
+        raise http_error(
+            Outcome.NO_WORKER,
             f"no worker serves the '{queue}' queue: start one with "
             f"`mcp-media worker --queues {queue}` (or `mcp-media up`)",
-            code="no_worker",
         )
 
 
@@ -91,19 +79,9 @@ async def submit(
     try:
         handle = await to_thread.run_sync(send)
     except QueueBusy as exc:
-        raise ApiError(
-            429,
-            str(exc),
-            code="rate_limit_exceeded",
-            headers={"Retry-After": str(exc.retry_after)},
-        ) from None
+        raise http_error(exc.outcome, str(exc), retry_after=exc.retry_after) from None
     except QueueFull as exc:
-        raise ApiError(
-            429,
-            str(exc),
-            code="queue_full",
-            headers={"Retry-After": str(ctx.settings.api.retry_after)},
-        ) from None
+        raise http_error(exc.outcome, str(exc), retry_after=ctx.settings.api.retry_after) from None
     cached = handle.admission is Admission.SETTLED
     if cached:
         ctx.metrics.dedup_hits.labels(capability.value).inc()
@@ -148,13 +126,13 @@ async def refused_late(ctx: ApiContext, job: Submitted, left: float) -> None:
         if expected > left
         else "still waits at the end of"
     )
-    raise ApiError(
-        429,
+    raise http_error(
+        Outcome.QUEUE_BUSY,
         f"the job {job.handle.id} in the busy '{queue}' queue {why} this request's "
         f"{ctx.settings.api.wait:g} s wait; it stays queued: retry in {after} s and the retry "
         "is answered by it",
-        code="rate_limit_exceeded",
-        headers={"Retry-After": str(after), "X-Job-Id": job.handle.id},
+        {"X-Job-Id": job.handle.id},
+        retry_after=after,
     )
 
 
@@ -165,29 +143,16 @@ def observe(ctx: ApiContext, job: Submitted, envelope: Envelope) -> None:
 
 
 def timed_out(job: Submitted) -> ApiError:
-    return ApiError(
-        504,
+    return http_error(
+        Outcome.TIMEOUT,
         f"the job {job.handle.id} is still running; fetch its result later with "
         f"`mcp-media result {job.handle.id}`",
-        code="job_timeout",
-        headers={"X-Job-Id": job.handle.id},
+        {"X-Job-Id": job.handle.id},
     )
 
 
 def check_done(envelope: Envelope, job_id: str) -> dict[str, Any]:
-    """The output of a done job; a failed one in the error it deserves."""
+    """The output of a done job; a failed one in the error its code deserves."""
     if envelope.status is Status.DONE:
         return dict(envelope.output)
-    reason = envelope.reason or envelope.status.value
-    if any(words in reason for words in _DISK_FULL):
-        raise ApiError(
-            507,
-            f"job {job_id} could not store its output: {reason[:300]}; free space on the "
-            "workers' disk and retry",
-            code="insufficient_storage",
-        )
-    if reason.startswith(_BAD_AUDIO):
-        raise ApiError(415, f"unreadable audio: {reason}", param="file", code="unreadable_audio")
-    if reason.startswith(("ConfigError", "EmptyTextError", "TextTooLongError")):
-        raise ApiError(400, reason, code="invalid_request")
-    raise ApiError(500, f"job {job_id} {envelope.status.value}: {reason}", code="job_failed")
+    raise job_error(envelope, job_id)

@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import BaseRoute, Route
 
 from pipelines.media import Capability
+from pipelines.results import Status
 from pipelines.speech.chinese_script import split_language
 from pipelines.speech.transcript import Transcript, to_srt, to_vtt
 from workers.core import keys
@@ -200,7 +201,7 @@ def _live(ctx: ApiContext, relay: Relay, first: list[bytes]) -> AsyncIterator[by
         async for data in relay.rest(first):
             yield _delta(str(json.loads(data).get("text", "")))
         envelope = relay.finished or await jobs.wait(ctx, relay.job)
-        if envelope.status.value == "done":  # else the stream ends without `done`
+        if envelope.status is Status.DONE:  # else the stream ends without `done`
             yield _done(Transcript.from_dict(envelope.output))
 
     return events()

@@ -19,11 +19,13 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from pipelines.media import BlobError, MarkerReason, MediaKind, StoredBlob
+from pipelines.outcomes import Outcome
 from pipelines.results import private_folders
 from workers.core.settings import Settings
 from workers.doors.api.bodies import body_chunks, form_text, multipart_boundary
 from workers.doors.api.errors import ApiError
 from workers.doors.api.faults import disk_full, insufficient_storage
+from workers.doors.api.outcomes import http_error
 
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FIELDS = 32
@@ -68,12 +70,10 @@ class _Upload:
     def write(self, data: bytes) -> None:
         self.size += len(data)
         if self.size > self.limit:
-            raise ApiError(
-                413,
+            raise http_error(
+                Outcome.AUDIO_TOO_LARGE,
                 f"the upload is over the {self.limit // (1024 * 1024)} MB limit "
                 "(MCP_MEDIA_API__MAX_UPLOAD_MB)",
-                param="file",
-                code="upload_too_large",
             )
         try:
             self.file.write(data)
@@ -121,12 +121,10 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
     limit = int(settings.api.max_upload_mb * 1024 * 1024)
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit + MAX_FIELDS * MAX_FIELD_BYTES:
-        raise ApiError(
-            413,
+        raise http_error(
+            Outcome.AUDIO_TOO_LARGE,
             f"the request body ({declared} bytes) is over the "
             f"{settings.api.max_upload_mb:g} MB upload limit",
-            param="file",
-            code="upload_too_large",
         )
     try:
         boundary = multipart_boundary(request.headers.get("content-type", ""))
@@ -242,15 +240,14 @@ async def read_form(request: Request, settings: Settings, file_field: str = "fil
 def _store(settings: Settings, upload: _Upload) -> StoredBlob:
     upload.finish()
     if upload.size == 0:
-        raise ApiError(415, "the uploaded file is empty", param="file", code="unreadable_audio")
+        raise http_error(Outcome.EMPTY_AUDIO, "the uploaded file is empty")
     try:
         return settings.media_cache().store_file(upload.path, MediaKind.AUDIO)
     except BlobError as exc:
         if exc.reason is MarkerReason.NOT_AUDIO:
-            raise ApiError(415, exc.message, param="file", code="unreadable_audio") from exc
+            raise http_error(Outcome.NOT_AUDIO, exc.message) from exc
         if exc.reason is MarkerReason.TOO_LARGE:
-            raise ApiError(413, exc.message, param="file", code="upload_too_large") from exc
-        full = disk_full(exc)
-        if full is not None:
-            raise insufficient_storage(full, settings.cache_root) from exc
+            raise http_error(Outcome.AUDIO_TOO_LARGE, exc.message) from exc
+        if disk_full(exc) is not None:
+            raise insufficient_storage(exc, settings.cache_root) from exc
         raise ApiError(500, exc.message, code="cache_error") from exc

@@ -17,7 +17,6 @@ from typing import Any
 import anyio.to_thread
 
 from pipelines import ingest
-from pipelines.errors import causes
 from pipelines.fit_cache import FOLDER, FittedCopies
 from pipelines.ingest import NeedsWork
 from pipelines.media import JobRequest, MediaKind
@@ -25,6 +24,7 @@ from pipelines.render import RenderedResult, job_notes
 from pipelines.rewrite import MediaPolicy, RewritePolicy, rewrite_result
 from workers.core.gateway import JobGateway, JobHandle
 from workers.core.settings import Settings
+from workers.doors.mcp.outcomes import ADVICE, door_failure, failure_line
 
 log = logging.getLogger("mcp_media.door")
 
@@ -33,15 +33,10 @@ MCP_FETCH = "the media_result tool (id {id})"
 
 
 def failure_reason(exc: BaseException, gateway: JobGateway | None = None) -> str:
-    """Why a result could not be processed, in one line: the cause `gateway` names (its
-    broker gone or refusing writes, as the HTTP door says it), else the error's type and
-    message."""
-    faults = (gateway.fault(found) for found in causes(exc)) if gateway is not None else ()
-    named = next((fault for fault in faults if fault is not None), None)
-    if named is not None:
-        return " ".join(f"{named[0]}: {named[1]}".split())
-    message = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    """Why a result could not be processed, in one line: the server's fault behind it (a
+    full disk; the broker gone or refusing writes, as `gateway` reads it), named by its code
+    as the HTTP door names it, else the error's type and message."""
+    return failure_line(door_failure(exc, gateway))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +74,7 @@ class MediaRewriter:
     def _rewritten(
         self, result: Mapping[str, Any], rendered: RenderedResult, handles: list[JobHandle]
     ) -> dict[str, Any]:
-        notes = job_notes(handles, MCP_FETCH)
+        notes = job_notes(handles, MCP_FETCH, ADVICE)
         return rewrite_result(result, rendered, notes, self.options.policy, self.copies)
 
     async def rewrite_async(

@@ -21,6 +21,7 @@ import mcp_types as types
 
 from pipelines.ingest import validate_image
 from pipelines.media import BlobError, Capability, JobRequest, MediaKind
+from pipelines.outcomes import Outcome
 from pipelines.render import audio_tag, pending_line, result_note
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.rewrite import MEDIA_URI_PREFIX
@@ -30,7 +31,8 @@ from workers.core.gateway import JobHandle
 from workers.core.stage_configs import store_request, synthesis_request
 from workers.doors.mcp.media_resources import TEMPLATE as MEDIA_TEMPLATE
 from workers.doors.mcp.media_resources import media_page
-from workers.doors.mcp.rewriter import MCP_FETCH, MediaRewriter, failure_reason
+from workers.doors.mcp.outcomes import ADVICE, door_failure, failure_line, job_line, tool_error
+from workers.doors.mcp.rewriter import MCP_FETCH, MediaRewriter
 
 log = logging.getLogger("mcp_media.tools")
 
@@ -209,12 +211,14 @@ class OwnTools:
     async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         try:
             return await self._calls[name](arguments)
-        except (ToolInputError, BlobError) as exc:
+        except ToolInputError as exc:
             return error_result(f"{name}: {exc}")
         except Exception as exc:  # the broker, the disk, a bug: the model hears it, we serve on
-            reason = failure_reason(exc, self.rewriter.gateway)
-            log.error("tool %s failed: %s", name, reason, exc_info=exc)
-            return error_result(f"{name}: the job could not be run ({reason}); try again later")
+            failure = door_failure(exc, self.rewriter.gateway)
+            if failure.outcome is Outcome.INTERNAL and isinstance(exc, BlobError):
+                return error_result(f"{name}: {exc}")  # the input, in the cache's words
+            log.error("tool %s failed: %s", name, failure_line(failure), exc_info=exc)
+            return error_result(tool_error(name, failure))
 
     def media_resources(
         self, cursor: str | None, before: Sequence[types.Resource] = ()
@@ -389,7 +393,7 @@ class OwnTools:
                 "capability": key.capability.value,
                 "result": dict(envelope.to_json()),
             }
-            text = result_note(envelope) or f"[{envelope.status.value}: {envelope.reason or '-'}]"
+            text = result_note(envelope, ADVICE) or job_line(envelope)
             made = envelope.status is Status.DONE and key.capability is Capability.AUDIO_SYNTHESIZE
             spoken = self._speech(envelope.output) if made else None
             if spoken is not None:
@@ -464,7 +468,7 @@ class OwnTools:
         elif envelope.status is Status.DONE:
             text = shown or result_note(envelope) or "[done: nothing to say]"
         else:
-            text = f"[{envelope.status.value}: {envelope.reason}]"
+            text = job_line(envelope)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=structured,

@@ -34,6 +34,7 @@ BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 STABLE_AFTER = 60.0  # seconds up after which a failure starts the back-off over
 WAIT_OUT_BACKOFF = 5.0  # a call waits for a shorter back-off instead of failing
+_HTTP = ("http://", "https://")  # an upstream by URL
 
 
 class ConfigFileError(Exception):
@@ -112,7 +113,7 @@ def _spec(name: str, entry: Mapping[str, Any], where: str) -> UpstreamSpec:
             env=_strings(entry.get("env"), f"{where}.env", dict),
             cwd=entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
         )
-    if isinstance(url, str) and url.startswith(("http://", "https://")):
+    if isinstance(url, str) and url.startswith(_HTTP):
         kind = entry.get("type") or entry.get("transport") or "streamable-http"
         if kind == "http":
             kind = "streamable-http"
