@@ -7,10 +7,7 @@ follow the events channel and match the job they were handed.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -37,18 +34,19 @@ from workers.core.settings import Settings
 from workers.files.blobs import BlobRef
 from workers.files.node_cache import NodeCache, input_ref
 from workers.files.shared_files import SharedFiles, open_shared_files
+from workers.gateways.announced import Announcements
+from workers.gateways.waits import Waits, wait_for, wait_for_async
 from workers.state.admission import Decision, Submission, WaitBudget
 from workers.state.cancellation import progress as job_progress
 from workers.state.cancellation import request_cancel
 from workers.state.chunks import Chunk
-from workers.state.events import FALLBACK_POLL, EventFollower
+from workers.state.events import EventFollower
 from workers.state.shared_state import SharedState, broker_client, redis_state
 
 __all__ = ["JobHandle", "MediaClient"]
 
 log = logging.getLogger(__name__)
 
-ANNOUNCED_TTL = 5.0  # seconds a producer keys jobs by the versions it last read
 STREAM_BLOCK_MS = 500
 
 
@@ -75,8 +73,9 @@ class MediaClient(JobGateway):
         # fetched into this machine's cache, so every path a door hands out is local.
         self.node = NodeCache(settings.media_cache(), self.files.blobs, 0)
         self.events = EventFollower(client)
+        self._waits = Waits(self.events, self.state.results, self.localised)
         self._versions: dict[Capability, str] = {}
-        self._announced: dict[Capability, tuple[float, dict[str, Any] | None]] = {}
+        self.announcements = Announcements(self.state.view)
 
     @classmethod
     def connect(
@@ -144,24 +143,7 @@ class MediaClient(JobGateway):
         return self._versions[capability]
 
     def announced(self, capability: Capability) -> dict[str, Any] | None:
-        """What most live workers of the capability's queue announce they run (the newest
-        started one breaks a tie, as in a rolling upgrade); looked up every few seconds."""
-        now = time.monotonic()
-        cached = self._announced.get(capability)
-        if cached is not None and now - cached[0] < ANNOUNCED_TTL:
-            return cached[1]
-        queue = CAPABILITIES[capability].queue
-        tally: dict[str, tuple[int, float, dict[str, Any]]] = {}
-        for worker in self.state.view.serving(queue):
-            found = worker.versions.get(capability.value)
-            if found is None:
-                continue
-            text = json.dumps(found, sort_keys=True)
-            count, newest, _ = tally.get(text, (0, 0.0, found))
-            tally[text] = (count + 1, max(newest, worker.started_at or 0.0), found)
-        chosen = max(tally.values(), key=lambda t: (t[0], t[1]))[2] if tally else None
-        self._announced[capability] = (now, chosen)
-        return chosen
+        return self.announcements.announced(capability)
 
     def key(
         self, capability: Capability, sha256: str, params: Mapping[str, Any] | None = None
@@ -172,11 +154,7 @@ class MediaClient(JobGateway):
         """What the live workers of the tts and stt queues announce they serve (the same
         announcement that keys their jobs); this door's configured voice while no tts
         worker names one."""
-        return Catalog.announced(
-            self.announced(Capability.AUDIO_SYNTHESIZE),
-            self.announced(Capability.AUDIO_TRANSCRIBE),
-            voice=self.settings.tts.voice,
-        )
+        return self.announcements.catalog(self.settings.tts.voice)
 
     def serving(self, queue: str) -> int:
         return len(self.state.view.serving(queue))
@@ -390,87 +368,13 @@ class MediaClient(JobGateway):
         return {queue: found for queue, found in waiting.items() if queue not in served}
 
     def wait(self, handles: list[JobHandle], timeout: float) -> list[JobHandle]:
-        """Each handle with the envelope that answers its job, or as it was at the deadline.
-
-        Follows the events channel; looks results up once after watching starts and then
-        every `FALLBACK_POLL` seconds, in case an event was missed."""
-        deadline = time.monotonic() + timeout
-        found: dict[int, Envelope] = {}
-        open_ = {i: h for i, h in enumerate(handles) if h.envelope is None}
-        everything = threading.Event()
-        lock = threading.Lock()
-
-        def notifier(index: int, handle: JobHandle) -> Any:
-            def notify(envelope: Envelope) -> None:
-                if handle.answered_by(envelope):
-                    with lock:
-                        found.setdefault(index, envelope)
-                        if len(found) == len(open_):
-                            everything.set()
-
-            return notify
-
-        cancels = [self.events.watch(h.key, notifier(i, h)) for i, h in open_.items()]
-        try:
-            while open_:
-                with lock:
-                    missing = [(i, h) for i, h in open_.items() if i not in found]
-                if not missing:
-                    break
-                stored = self.state.results.get_many([h.key for _, h in missing])
-                for index, handle in missing:
-                    envelope = stored.get(handle.key)
-                    if envelope is not None and handle.answered_by(envelope):
-                        notifier(index, handle)(envelope)
-                remaining = deadline - time.monotonic()
-                if everything.is_set() or remaining <= 0:
-                    break
-                everything.wait(min(remaining, FALLBACK_POLL))
-        finally:
-            for cancel in cancels:
-                cancel()
-        answered = {i: self.localised(envelope) for i, envelope in found.items()}
-        return [
-            replace(h, envelope=answered[i], status=answered[i].status) if i in found else h
-            for i, h in enumerate(handles)
-        ]
+        """Each handle with the envelope that answers its job, or as it was at the deadline
+        (`workers.gateways.waits`)."""
+        return wait_for(self._waits, handles, timeout)
 
     async def wait_async(self, handle: JobHandle, timeout: float) -> JobHandle:
         """`wait` for one handle without holding a thread while it waits."""
-        if handle.envelope is not None:
-            return handle
-        loop = asyncio.get_running_loop()
-        arrived: asyncio.Future[Envelope] = loop.create_future()
-
-        def deliver(envelope: Envelope) -> None:
-            if not arrived.done():
-                arrived.set_result(envelope)
-
-        def notify(envelope: Envelope) -> None:
-            if handle.answered_by(envelope):
-                loop.call_soon_threadsafe(deliver, envelope)
-
-        cancel = await loop.run_in_executor(None, self.events.watch, handle.key, notify)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                stored = await loop.run_in_executor(None, self.state.results.get, handle.key)
-                if stored is not None and handle.answered_by(stored):
-                    stored = await loop.run_in_executor(None, self.localised, stored)
-                    return replace(handle, envelope=stored, status=stored.status)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return handle
-                try:
-                    envelope = await asyncio.wait_for(
-                        asyncio.shield(arrived), min(remaining, FALLBACK_POLL)
-                    )
-                except TimeoutError:
-                    continue
-                local = await loop.run_in_executor(None, self.localised, envelope)
-                return replace(handle, envelope=local, status=local.status)
-        finally:
-            cancel()
+        return await wait_for_async(self._waits, handle, timeout)
 
     def result(self, ident: str) -> tuple[str | None, ResultKey | None, Envelope | None]:
         """A result by job id or by sha256 (newest processor version for that hash)."""

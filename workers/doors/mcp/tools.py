@@ -33,139 +33,9 @@ from workers.doors.mcp.media_resources import TEMPLATE as MEDIA_TEMPLATE
 from workers.doors.mcp.media_resources import media_page
 from workers.doors.mcp.outcomes import ADVICE, door_failure, failure_line, job_line, tool_error
 from workers.doors.mcp.rewriter import MCP_FETCH, MediaRewriter
+from workers.doors.mcp.tool_definitions import DEFINITIONS, made_by
 
 log = logging.getLogger("mcp_media.tools")
-
-READ_ONLY = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-# speak adds files to the cache (not read-only) and changes nothing else (not destructive);
-# the same text, voice and format give the same request, hence the same answer (idempotent).
-ADDS_TO_CACHE = types.ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-
-_JOB_OUTPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "status": {"type": "string", "enum": ["pending", "done", "degraded", "failed"]},
-        "id": {"type": "string"},
-        "sha256": {"type": "string"},
-        "path": {"type": ["string", "null"]},
-        "reason": {"type": ["string", "null"]},
-    },
-    "required": ["status", "id", "sha256"],
-}
-
-
-def _schema(props: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(required)}
-
-
-def _with(extra: dict[str, Any]) -> dict[str, Any]:
-    return {**_JOB_OUTPUT, "properties": {**_JOB_OUTPUT["properties"], **extra}}
-
-
-# The engine (native, sherpa-onnx) and model folder that made a speech result.
-_MADE_BY = {"engine": {"type": ["string", "null"]}, "model": {"type": ["string", "null"]}}
-
-
-def _made_by(output: Mapping[str, Any]) -> dict[str, Any]:
-    return {"engine": output.get("engine"), "model": output.get("model")}
-
-
-MEDIA_ARG = {
-    "type": "string",
-    "description": "a cached sha256, an mcp-media://media/<sha256> URI, or a file path inside "
-    "an allowed root",
-}
-WAIT_ARG = {"type": "number", "minimum": 0, "description": "seconds to wait for the result"}
-
-DEFINITIONS = [
-    types.Tool(
-        name="describe_image",
-        description="Summarise an image (vision model or local OCR); fail-open.",
-        input_schema=_schema({"image": MEDIA_ARG, "wait": WAIT_ARG}, ["image"]),
-        output_schema=_with({"summary": {"type": ["string", "null"]}}),
-        annotations=READ_ONLY,
-    ),
-    types.Tool(
-        name="transcribe_audio",
-        description="Speech to text for an audio clip, as text, srt, vtt or segments;"
-        " with words, each word's start-end seconds too.",
-        input_schema=_schema(
-            {
-                "audio": MEDIA_ARG,
-                "format": {"type": "string", "enum": ["text", "srt", "vtt", "segments"]},
-                "words": {
-                    "type": "boolean",
-                    "description": "time each word (whisper prepared by mcp-media): the words"
-                    " as word@start-end seconds after the text or segments, one cue per word"
-                    " in srt and vtt",
-                },
-                "wait": WAIT_ARG,
-            },
-            ["audio"],
-        ),
-        output_schema=_with(
-            {
-                "text": {"type": ["string", "null"]},
-                "language": {"type": ["string", "null"]},
-                "segments": {"type": "array", "items": {"type": "object"}},
-                "words": {"type": ["array", "null"], "items": {"type": "object"}},
-                **_MADE_BY,
-            }
-        ),
-        annotations=READ_ONLY,
-    ),
-    types.Tool(
-        name="speak",
-        description="Text to speech: an Ogg/Opus voice note (default) or WAV, with its MEDIA path.",
-        input_schema=_schema(
-            {
-                "text": {"type": "string", "minLength": 1},
-                "format": {"type": "string", "enum": ["ogg", "wav"]},
-                "voice": {
-                    "type": "string",
-                    "description": "a prepared voice by name (af_bella, zf_xiaobei, a piper"
-                    " folder), an OpenAI voice name (alloy, ...), or a Kokoro blend such as"
-                    " af_bella(2)+af_sky(1); default: the configured voice",
-                },
-                "wait": WAIT_ARG,
-            },
-            ["text"],
-        ),
-        output_schema=_with(
-            {
-                "format": {"type": "string"},
-                "duration_s": {"type": ["number", "null"]},
-                **_MADE_BY,
-            }
-        ),
-        annotations=ADDS_TO_CACHE,
-    ),
-    types.Tool(
-        name="media_result",
-        description="The result of a media job, by job id or by the media's sha256.",
-        input_schema=_schema({"id": {"type": "string"}}, ["id"]),
-        output_schema=_schema(
-            {
-                "status": {"type": "string"},
-                "capability": {"type": ["string", "null"]},
-                "result": {"type": ["object", "null"]},
-            },
-            ["status"],
-        ),
-        annotations=READ_ONLY,
-    ),
-    types.Tool(
-        name="media_status",
-        description="Where media jobs run (queues or this process) and what waits in each queue.",
-        input_schema=_schema({}, []),
-        output_schema=_schema(
-            {"mode": {"type": "string"}, "queues": {"type": "object"}}, ["mode", "queues"]
-        ),
-        annotations=READ_ONLY,
-    ),
-]
 
 
 def error_result(text: str) -> types.CallToolResult:
@@ -331,7 +201,7 @@ class OwnTools:
             "language": out.get("language"),
             "segments": list(out.get("segments", [])),
             "words": out.get("words"),
-            **_made_by(out),
+            **made_by(out),
         }
         shown = None
         if handle.envelope is not None and handle.envelope.status is Status.DONE:
@@ -362,7 +232,7 @@ class OwnTools:
         out = handle.envelope.output if handle.envelope is not None else {}
         result = self._job_result(
             handle,
-            {"format": params["format"], "duration_s": out.get("duration_s"), **_made_by(out)},
+            {"format": params["format"], "duration_s": out.get("duration_s"), **made_by(out)},
             idle=idle,
         )
         if handle.envelope is not None and handle.envelope.status is Status.DONE:
