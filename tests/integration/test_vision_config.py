@@ -50,7 +50,8 @@ def test_a_missing_model_is_a_clear_start_up_error(cluster: Cluster) -> None:
 
 def test_connection_refused_degrades(cluster: Cluster, tmp_path: Path) -> None:
     image = noisy_png(tmp_path / "a.png", 3)
-    out = cluster.cli_json(
+    out = cluster.cli_json_exit(
+        75,  # the provider is unavailable: the same command may succeed later
         "describe",
         str(image),
         "--inline",
@@ -58,6 +59,7 @@ def test_connection_refused_degrades(cluster: Cluster, tmp_path: Path) -> None:
     )
     assert out["status"] == "degraded"
     assert out["result"]["meta"]["reason"].startswith("connection_refused")
+    assert out["result"]["meta"]["outcome"] == "provider_unavailable"
 
 
 def test_changing_model_or_prompt_changes_the_version_and_reruns(
@@ -140,7 +142,7 @@ def test_an_unknown_id_or_hash_is_an_error_and_known_jobs_exit_zero(
         proc = cluster.cli("result", ident)
         assert (proc.returncode, proc.stdout) == (1, "")
         assert proc.stderr == (
-            f"mcp-media: no job or result is known by {ident!r} (a job id or a sha256)\n"
+            f"mcp-media: error: no job or result is known by {ident!r} (a job id or a sha256)\n"
         )
         as_json = cluster.cli("result", ident, "--json")
         assert as_json.returncode == 1

@@ -63,7 +63,9 @@ def test_a_node_without_the_store_is_told_instead_of_handed_a_foreign_path(
 ) -> None:
     a, _, c = speech_nodes
     lost = Cluster(tmp_path / "node-d", a.broker, a.fake)  # MCP_MEDIA_STORE__URL forgotten
-    spoken = lost.cli_json("speak", "Where did my reply go?", "--format", "wav", "--wait", "120")
+    spoken = lost.cli_json_exit(
+        1, "speak", "Where did my reply go?", "--format", "wav", "--wait", "120"
+    )
     assert spoken["status"] == "degraded", spoken
     assert spoken["path"] is None and spoken["media_tag"] is None
     assert "MCP_MEDIA_STORE__URL" in spoken["reason"], spoken["reason"]

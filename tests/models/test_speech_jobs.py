@@ -114,8 +114,8 @@ def test_corrupt_audio_fails_clearly_and_the_worker_keeps_serving(
     broken = tmp_path / "broken.wav"
     # A RIFF/WAVE signature (so the cache takes it as audio) over bytes that are no WAV.
     broken.write_bytes(b"RIFF\x00\x10\x00\x00WAVE" + b"junk" * 1000)
-    bad = speech_cluster.cli_json("transcribe", str(broken), "--wait", "60")
-    assert bad["status"] == "failed"
+    bad = speech_cluster.cli_json_exit(1, "transcribe", str(broken), "--wait", "60")
+    assert bad["status"] == "failed" and bad["outcome"] == "unreadable_audio", bad
     assert bad["reason"].startswith("AudioDecodeError: "), bad["reason"]
     fine = speech_cluster.cli_json("transcribe", str(good), "--wait", "60")
     assert fine["status"] == "done" and "train leaves from platform" in fine["text"].lower()

@@ -164,8 +164,12 @@ class Cluster:
         )
 
     def cli_json(self, *args: str, **extra: str) -> Any:
+        return self.cli_json_exit(0, *args, **extra)
+
+    def cli_json_exit(self, code: int, /, *args: str, **extra: str) -> Any:
+        """The command's JSON, asserting its exit (1: a job that failed, 75: try again)."""
         proc = self.cli(*args, "--json", timeout=120, **extra)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == code, (proc.returncode, proc.stderr)
         return json.loads(proc.stdout)
 
     def stop(self) -> None:

@@ -46,8 +46,23 @@ def test_a_door_accepts_what_the_workers_serve_and_names_them_when_refusing() ->
     assert found.resolve_voice("alloy") == "kokoro-v1.0"  # the workers' voice speaks English
     assert found.resolve_voice("alloy", mapped={"alloy": "af_heart"}) == "af_heart"
     assert found.model_of("af_heart+zf_xiaobei") == TtsModel("kokoro-v1.0", "native")
-    with pytest.raises(VoiceNotFound, match="af_heart, zf_xiaobei"):
+    piper = Catalog.announced(
+        {
+            "voice": "piper-en_US-joe-medium",
+            "voices": [{"id": "piper-en_US-joe-medium", "model": "piper-en_US-joe-medium"}],
+            "models": [{"id": "piper-en_US-joe-medium", "engine": "native"}],
+        },
+        None,
+    )
+    # a folder's name reads like a blend (a dash subtracts a voice): the name itself first
+    assert piper.model_of("piper-en_US-joe-medium") == TtsModel("piper-en_US-joe-medium", "native")
+    with pytest.raises(VoiceNotFound, match="af_heart, zf_xiaobei") as refused:
         found.resolve_voice("nobody")
+    assert "such as" not in str(refused.value)  # no two served voices of one language blend
+    bella = {"id": "af_bella", "language": "en-us", "model": "kokoro-v1.0"}
+    two = Catalog.announced({**TTS, "voices": [*TTS["voices"], bella]}, STT)
+    with pytest.raises(VoiceNotFound, match=r"such as af_heart\(2\)\+af_bella\(1\)"):
+        two.resolve_voice("nobody")
 
 
 def test_with_nothing_announced_names_go_on_to_the_worker() -> None:

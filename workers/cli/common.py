@@ -13,6 +13,7 @@ from pipelines.ingest import ALL_CAPABILITIES
 from pipelines.media import Capability, JobRequest
 from pipelines.render import json_safe
 from workers.core.catalog import Catalog
+from workers.core.outcomes import Failure
 from workers.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -120,6 +121,32 @@ def _broker(settings: Settings) -> str:
     return broker.url
 
 
+def broker_fault(exc: BaseException) -> Failure | None:
+    """The broker fault behind `exc` (it does not answer, or refuses writes), as one line's
+    worth; None for anything else."""
+    from kombu.exceptions import OperationalError
+
+    from pipelines.errors import causes
+    from pipelines.outcomes import Outcome
+    from workers.broker.replies import broker_outcome
+
+    for found in causes(exc):
+        outcome = broker_outcome(found)
+        if outcome is None and isinstance(found, OperationalError):
+            outcome = Outcome.BROKER_UNAVAILABLE
+        if outcome is Outcome.BROKER_CANNOT_PERSIST:
+            return Failure(
+                outcome, f"the broker refuses writes (free space on its disk): {str(found)[:200]}"
+            )
+        if outcome is Outcome.BROKER_UNAVAILABLE:
+            return Failure(
+                outcome,
+                f"the broker does not answer ({str(found)[:200]}): is it running? "
+                "`mcp-media up` starts one; MCP_MEDIA_REDIS_URL names another",
+            )
+    return None
+
+
 def connect_client(settings: Settings, *, bounded: bool = False) -> MediaClient:
     """The cluster's gateway (`bounded`: see `MediaClient.connect`)."""
     from workers.gateways.cluster import MediaClient
@@ -141,7 +168,7 @@ def run_jobs(
         from workers.gateways.inline import run_inline
 
         return run_inline(settings, jobs, trace_id, params=params)
-    client = connect_client(settings)
+    client = connect_client(settings, bounded=True)
     try:
         handles = client.submit(jobs, trace_id=trace_id, params=params)
         if args.wait:
@@ -158,7 +185,7 @@ def served_catalog(args: argparse.Namespace, settings: Settings) -> Catalog:
         from workers.gateways.inline import own_catalog
 
         return own_catalog(settings)
-    client = connect_client(settings)
+    client = connect_client(settings, bounded=True)
     try:
         return client.catalog()
     finally:

@@ -22,7 +22,7 @@ from workers.cli.admin import (
     cmd_up,
     cmd_worker,
 )
-from workers.cli.common import EXIT_USAGE, CliError, check_text_args
+from workers.cli.common import EXIT_USAGE, CliError, broker_fault, check_text_args
 from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd_mcp, cmd_proxy
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
 from workers.cli.outcomes import exit_status
@@ -179,7 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _job_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for job results"
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait this long for job results (default: 0, speak: 120)",
     )
     p.add_argument("--inline", action="store_true", help="run the jobs here, without a broker")
     p.add_argument("--trace-id", help="carry this trace id through every job and log line")
@@ -209,6 +212,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MediaError as exc:
         sys.stderr.write(f"mcp-media: error: {exc}\n")
         return exit_status(exc.outcome)
+    except Exception as exc:
+        fault = broker_fault(exc)
+        if fault is None:
+            raise
+        sys.stderr.write(f"mcp-media: error: {fault.message}\n")
+        return exit_status(fault.outcome)
     return code
 
 

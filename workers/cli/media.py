@@ -22,6 +22,7 @@ from pipelines.results import NO_SPEECH_NOTE, Status
 from pipelines.speech.text import prepare
 from workers.cli.common import (
     CliError,
+    broker_fault,
     connect_client,
     enabled_capabilities,
     job_rows,
@@ -31,7 +32,7 @@ from workers.cli.common import (
     run_jobs,
     served_catalog,
 )
-from workers.cli.outcomes import exit_status, failure_line
+from workers.cli.outcomes import failure_line, job_exit
 from workers.core.settings import Settings
 
 
@@ -47,7 +48,15 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     except InvalidToolResult as exc:
         raise CliError(str(exc)) from None
     trace_id = args.trace_id or uuid.uuid4().hex[:16]
-    handles = run_jobs(args, settings, rendered.jobs, trace_id)
+    try:
+        handles = run_jobs(args, settings, rendered.jobs, trace_id)
+    except Exception as exc:
+        fault = broker_fault(exc)
+        if fault is None:
+            raise
+        # Fail-open: the agent text (every MEDIA: line) still goes out, without the jobs.
+        sys.stderr.write(f"mcp-media: no jobs submitted ({fault.outcome}): {fault.message}\n")
+        handles = []
     agent_text = render_with_jobs(rendered, handles) if handles else rendered.text
     if args.json:
         out: dict[str, Any] = dict(rendered.to_json())
@@ -76,7 +85,7 @@ def cmd_describe(args: argparse.Namespace, settings: Settings) -> int:
         note = result_note(handle.envelope)
         reason = handle.envelope.reason or "no summary"
         sys.stdout.write((note or f"[no summary: {reason}]") + "\n")
-    return 0
+    return job_exit(handle.envelope, bool(args.wait))
 
 
 def _transcript_json(handle: Any) -> dict[str, Any]:
@@ -118,13 +127,13 @@ def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
     (handle,) = run_jobs(args, settings, [job], trace_id, params)
     if args.json:
         print_json(_transcript_json(handle))
-        return 0
+        return job_exit(handle.envelope, bool(args.wait))
     if handle.envelope is None:
         sys.stdout.write(pending_line(job.capability.value, handle.id) + "\n")
-        return 0
+        return job_exit(None, bool(args.wait))
     if handle.envelope.status is not Status.DONE:
         sys.stderr.write(failure_line("transcription", handle.envelope))
-        return exit_status(handle.envelope.outcome)
+        return job_exit(handle.envelope, True)
     out = handle.envelope.output
     if not out["text"] and args.format == "text":
         sys.stdout.write(NO_SPEECH_LINE + "\n")  # nobody speaks: say so, not nothing
@@ -165,7 +174,7 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
     params = synthesis_request(text, settings, args.format, args.speed, args.voice)
     request = store_request(settings, params)
     job = JobRequest(Capability.AUDIO_SYNTHESIZE, request.sha256, request.path)
-    if not args.inline and not args.wait:
+    if not args.inline and args.wait is None:
         args.wait = 120.0  # speaking is the whole point of the command: wait by default
     (handle,) = run_jobs(args, settings, [job], args.trace_id or uuid.uuid4().hex[:16])
     out = handle.envelope.output if handle.envelope is not None else {}
@@ -200,12 +209,11 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write(pending_line(job.capability.value, handle.id) + "\n")
     else:
         sys.stderr.write(failure_line("speech", handle.envelope))
-        return exit_status(handle.envelope.outcome)
-    return 0
+    return job_exit(handle.envelope, bool(args.wait))
 
 
 def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
-    client = connect_client(settings)
+    client = connect_client(settings, bounded=True)
     try:
         job_id, key, envelope = client.result(args.ident)
         status = envelope.status.value if envelope else None
@@ -219,7 +227,7 @@ def cmd_result(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             print_json({"id": args.ident, "status": "unknown", "result": None, "error": message})
         else:
-            sys.stderr.write(f"mcp-media: {message}\n")
+            sys.stderr.write(f"mcp-media: error: {message}\n")
         return 1
     row = {
         "id": job_id,

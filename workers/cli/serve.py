@@ -41,7 +41,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     where = "MCP_MEDIA_API__KEY" if given else str(settings.home / KEY_FILE)
     shown = f"[{host}]" if ":" in host else host
-    how = "jobs run in this process" if args.inline else "jobs run on the workers"
+    how = "jobs run in this process, no jobs page" if args.inline else "jobs run on the workers"
     sys.stderr.write(
         f"mcp-media: serving http://{shown}:{port}/ (OpenAI audio API at /v1, {how}; "
         f"key: {where})\n"

@@ -20,7 +20,8 @@ from workers.state.shared_state import broker_client, redis_state
 def collect(settings: Settings, url: str | None = None) -> dict[str, Any]:
     url = url or broker_url(settings.home, settings.redis_url).url
     files = open_shared_files(settings)
-    state = redis_state(broker_client(settings, url), files.sidecars, settings.jobs.result_ttl)
+    client = broker_client(settings, url, bounded=True)  # a person waits: fail within seconds
+    state = redis_state(client, files.sidecars, settings.jobs.result_ttl)
     view = state.view
     try:
         workers = view.live_workers()

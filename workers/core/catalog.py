@@ -112,13 +112,14 @@ class Catalog:
     def model_of(self, voice: str) -> TtsModel | None:
         """The model that speaks `voice`: a voice's folder, a folder itself, or the folder of
         a blend's first voice."""
+        named = self.named()
         name = voice
-        if is_blend(voice):
+        if voice not in named and is_blend(voice):  # a piper folder's name has dashes too
             try:
                 name = parse_blend(voice)[0].name
             except BlendError:
                 return None
-        found = self.named().get(name)
+        found = named.get(name)
         ident = found.model if found is not None else name
         return next((m for m in self.tts_models if m.id == ident), None)
 
@@ -181,11 +182,25 @@ def _language_of(name: str, named: dict[str, Voice]) -> str | None:
 
 def _where_to_look(named: dict[str, Voice]) -> str:
     served = ", ".join(list(named)[:12]) + (", ..." if len(named) > 12 else "")
-    return (
-        f"use one of {', '.join(OPENAI_VOICES)}, a served voice ({served}: GET "
-        "/v1/audio/voices, `mcp-media models list`) or a blend of one Kokoro folder's voices "
-        "such as af_bella+af_sky"
+    where = (
+        f"use one of {', '.join(OPENAI_VOICES)} or a served voice ({served}: GET "
+        "/v1/audio/voices, `mcp-media models list`)"
     )
+    blend = _blend_example(named)
+    return f"{where}, or a blend of one Kokoro folder's voices such as {blend}" if blend else where
+
+
+def _blend_example(named: dict[str, Voice]) -> str | None:
+    """Two served voices of one Kokoro folder and one language, as a blend (None: none)."""
+    seen: dict[tuple[str, str], str] = {}
+    for voice in named.values():
+        if voice.model == voice.id:
+            continue  # a piper folder: one voice, nothing to blend
+        pair = (voice.model, voice.language.split("-")[0])
+        if pair in seen:
+            return f"{seen[pair]}(2)+{voice.id}(1)"
+        seen[pair] = voice.id
+    return None
 
 
 def _resolve_blend(spec: str, named: dict[str, Voice], model: str | None) -> str:

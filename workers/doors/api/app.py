@@ -160,6 +160,20 @@ def http_protocol(settings: Settings) -> type[asyncio.Protocol]:
     return head_protocol(limits, shape)
 
 
+def _no_page() -> list[BaseRoute]:
+    """Where the jobs page would be: a 404 that says why, in the door's shape."""
+
+    async def absent(request: Request) -> Response:
+        raise ApiError(
+            404,
+            "no jobs page here: this server runs its jobs in its own process (serve --inline);"
+            " `mcp-media serve` beside a broker and workers shows and steers them",
+            code="no_jobs_page",
+        )
+
+    return [Route(path, absent, methods=["GET", "POST"]) for path in ("/", "/login")]
+
+
 def create_app(
     settings: Settings,
     key: str,
@@ -179,6 +193,8 @@ def create_app(
         ctx.metrics.watch(view)
     if view is not None and steering is not None:
         routes += page.routes(ctx, view, steering)
+    else:
+        routes += _no_page()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -191,6 +191,13 @@ class OwnTools:
         words = arguments.get("words", False)
         if not isinstance(words, bool):
             raise ToolInputError("words must be true (time each word) or false")
+        if words:
+            stt = (await anyio.to_thread.run_sync(self.rewriter.gateway.catalog)).stt
+            if stt is not None and not stt.word_timestamps:  # what the stt workers announce
+                raise ToolInputError(
+                    f"{stt.id} cannot time words: only whisper prepared by mcp-media can"
+                    " (`mcp-media models prepare`); call again without words"
+                )
         job = self._media(arguments.get("audio"), MediaKind.AUDIO)
         handle, idle = await self._run(
             job, self._wait(arguments), {"words": "1"} if words else None
