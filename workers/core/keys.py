@@ -67,8 +67,9 @@ def counts(capability: str) -> str:
 
 
 def counted(capability: str) -> str:
-    """Hash: result key -> the status it is counted at in `counts`. It lasts as long as the
-    counters (no TTL; a result's index entry expires), one field per key stored."""
+    """Hash: result key -> the status it is counted at in `counts`, one field per key, as
+    the previous version kept it without bound. Read and taken field by field as each key
+    is stored again (workers.state.status_index); nothing adds to it any more."""
     return f"{PREFIX}:counted:{capability}"
 
 

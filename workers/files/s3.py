@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import Capability, MediaKind
-from pipelines.results import Envelope, ResultKey
+from pipelines.results import Envelope, ResultKey, Status
 from workers.files.blobs import READ_CHUNK, BlobMissing, BlobRef, Listed
 from workers.files.journal import Entry
 
@@ -154,8 +154,19 @@ class S3Bucket:
             raise
         return True
 
-    def put_bytes(self, key: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.location.bucket, Key=self.path(key), Body=data)
+    def put_bytes(self, key: str, data: bytes, *, new_only: bool = False) -> bool:
+        """Write the object; `new_only`: only if it does not exist yet (If-None-Match: *),
+        False when it did."""
+        extra = {"IfNoneMatch": "*"} if new_only else {}
+        try:
+            self.client.put_object(
+                Bucket=self.location.bucket, Key=self.path(key), Body=data, **extra
+            )
+        except ClientError as exc:
+            if new_only and _code(exc) in _EXISTS:
+                return False
+            raise
+        return True
 
     def head(self, key: str) -> dict[str, Any] | None:
         """Size, modification time and metadata, else None."""
@@ -286,10 +297,20 @@ class S3Sidecars:
         return _envelope(raw) if raw is not None else None
 
     def write(self, envelope: Envelope) -> str:
+        self.replace(envelope)
+        return self._key(envelope.key)
+
+    def replace(self, envelope: Envelope) -> Status | None:
+        """A new key's sidecar is one conditional PUT; only a key stored again (a retry, a
+        forced run) reads the sidecar it replaces."""
         key = self._key(envelope.key)
         data = json.dumps(envelope.to_json(), ensure_ascii=False).encode()
+        if self.bucket.put_bytes(key, data, new_only=True):
+            return None
+        raw = self.bucket.get_bytes(key)
+        before = _envelope(raw) if raw is not None else None
         self.bucket.put_bytes(key, data)
-        return key
+        return before.status if before is not None else None
 
     def scan(self) -> Iterator[Envelope]:
         return self._scan("results/")
