@@ -118,6 +118,12 @@ def reprocess_progress(kind: str) -> str:
     return f"reprocess-progress:{kind}"
 
 
+def reprocess_checkpoint(kind: str) -> str:
+    """The report name of where the reprocess run of one media kind stopped: the last
+    sha256 it submitted, so a run that died resumes after it."""
+    return f"reprocess-checkpoint:{kind}"
+
+
 def job_cancel(job_id: str) -> str:
     """The report name that asks a job to stop (`tasks/cancel`): its worker checks it before
     it starts and at every checkpoint of the stage."""

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.doors.api.reprocess_metrics import ReprocessCollector
 
 if TYPE_CHECKING:
     from workers.core.cluster_view import ClusterView
@@ -57,6 +58,7 @@ class ApiMetrics:
 
     def watch(self, view: ClusterView) -> None:
         self.registry.register(ClusterCollector(view))
+        self.registry.register(ReprocessCollector(view))
 
 
 class ClusterCollector(Collector):
