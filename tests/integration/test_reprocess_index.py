@@ -144,3 +144,14 @@ def test_blobs_stored_before_the_index_are_indexed_once(nodes: Nodes, tmp_path: 
     again = files.index.prepare([(Capability.VISION_SUMMARIZE, version)], unsettled=True)
     assert again.blobs_marked == 0 and again.results_read == 0
     assert dict(calls) == {"HeadObject": 2}  # the marks say it was done: nothing listed
+
+    # Blobs an older node stored later: --backfill-index HEADs those alone.
+    late = [blob(tmp_path, MediaKind.IMAGE, ".jpg") for _ in range(3)]
+    for ref, path in late:
+        metadata = {"kind": ref.kind.value, "ext": ref.ext, "size": str(ref.size)}
+        assert bucket.put_file(ref.key, path, metadata, "image/jpeg")
+    calls.clear()
+    late_filled = files.index.prepare([], unsettled=False, again=True)
+    assert late_filled.blobs_marked == 3 and calls["HeadObject"] == 3, calls
+    chosen, _ = plan(settings, files, mode="all")
+    assert chosen == sorted(everything + [ref.sha256 for ref, _ in late])

@@ -10,6 +10,7 @@ again, for blobs an older node stored without a marker.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator, Sequence
 
 from pipelines.errors import PermanentError
@@ -29,6 +30,7 @@ from workers.files.index_layout import (
     unsettled_prefix,
 )
 from workers.files.s3 import S3Bucket, _envelope
+from workers.files.sorted_join import Cursor
 from workers.files.store_index import Backfilled
 
 BLOBS = "blobs/sha256/"
@@ -65,8 +67,18 @@ class S3Index:
         return Backfilled(blobs_marked, results_read, unsettled_marked)
 
     def _backfill_blobs(self) -> int:
+        """Index each blob that has no marker yet: the blobs (listed in sha256 order, below
+        `<aa>/`) are joined against every marker, so only an unindexed blob costs a HEAD."""
         marked = 0
+        indexed = Cursor(
+            heapq.merge(
+                *(self._sha256s(inputs_prefix(kind), "") for kind in MediaKind),
+                self._sha256s(OUTPUTS_PREFIX, ""),
+            )
+        )
         for key, modified, size in self.bucket.listing(BLOBS):
+            if indexed.reaches(key.rsplit("/", 1)[-1]):
+                continue
             found = self.bucket.head(key)
             if found is None:
                 continue
@@ -97,10 +109,12 @@ class S3Index:
         prefix = inputs_prefix(kind)
         outputs = self._sha256s(OUTPUTS_PREFIX, after)
         output = next(outputs, None)
+        last = ""
         for key, _modified, _size in self.bucket.listing(prefix, after + AFTER if after else ""):
             item = parse_input(key[len(prefix) :])
-            if item is None:
-                continue
+            if item is None or item.sha256 == last:
+                continue  # not a marker, or a second marker of one blob (stored twice)
+            last = item.sha256
             while output is not None and output < item.sha256:
                 output = next(outputs, None)
             if output != item.sha256:  # a blob stored as an input, later marked ours

@@ -20,14 +20,14 @@ def with_settled(
 ) -> Iterator[tuple[T, bool]]:
     """Each input with True when a result of it is stored and is not in `unsettled` (the
     results that are degraded or failed). Every list is in sha256 order."""
-    found = _Cursor(results)
-    redo = _Cursor(unsettled)
+    found = Cursor(results)
+    redo = Cursor(unsettled)
     for item in inputs:
         has = found.reaches(item.sha256)
         yield item, has and not redo.reaches(item.sha256)
 
 
-class _Cursor:
+class Cursor:
     """A sorted list read forward only: does it hold this name (names asked in order)?"""
 
     __slots__ = ("head", "rest")
