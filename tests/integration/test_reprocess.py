@@ -10,12 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import httpx2
 import pytest
 import redis
 
 from pipelines import ingest
 from tests.integration.conftest import ROOT, Cluster
 from tests.integration.test_vision_jobs import image_result
+from tests.support.serve import serve
 
 pytestmark = pytest.mark.integration
 
@@ -201,3 +203,15 @@ def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: P
         if run.poll() is None:
             run.kill()
         client.close()
+
+
+def test_the_run_shows_on_metrics_and_the_jobs_page(cluster: Cluster, tmp_path: Path) -> None:
+    seed(cluster, tmp_path, [70, 71, 72])
+    cluster.start_worker("vision")
+    assert cluster.cli_json("reprocess", "--kind", "image")["done"] == 3
+    with serve(cluster) as served, httpx2.Client(timeout=10) as http:
+        auth = {"Authorization": f"Bearer {served.key}"}
+        metrics = http.get(f"{served.url}/metrics", headers=auth).text
+        for name, value in (("total", 3), ("submitted", 3), ("done", 3), ("running", 0)):
+            assert f'mcp_media_reprocess_{name}{{kind="image"}} {value:.1f}' in metrics, name
+        assert 'mcp_media_reprocess_total{kind="audio"}' not in metrics  # no audio run
