@@ -1,21 +1,28 @@
 """Planning a reprocess run on a real S3 server (SeaweedFS) from the index the store keeps:
 markers written as blobs and results are stored, one backfill for what was stored before,
-and no request per blob when planning (every request the S3 client makes is counted)."""
+no request per blob when planning (every request the S3 client makes is counted), and a
+run killed with SIGKILL resumed after its checkpoint."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import secrets
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey, Status
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import ROOT, Cluster
+from tests.integration.test_vision_jobs import noisy_png
 from workers.core.capabilities import CAPABILITIES
 from workers.core.operations import Selection
 from workers.core.settings import Settings
@@ -107,6 +114,16 @@ def test_the_plan_lists_the_index_and_heads_no_blob(nodes: Nodes, tmp_path: Path
     calls.clear()
     assert plan(settings, files, mode="all")[0] == everything
     assert dict(calls) == {"ListObjectsV2": 2}
+    index = files.index
+    after = everything[19]
+    assert [i.sha256 for i in index.inputs(MediaKind.IMAGE, after)] == everything[20:]
+    assert list(index.results(Capability.VISION_SUMMARIZE, version, everything[13])) == [
+        everything[14]
+    ]
+    assert (
+        list(index.unsettled(Capability.VISION_SUMMARIZE, version, everything[12]))
+        == (everything[13:15])
+    )
 
 
 def test_blobs_stored_before_the_index_are_indexed_once(nodes: Nodes, tmp_path: Path) -> None:
@@ -155,3 +172,46 @@ def test_blobs_stored_before_the_index_are_indexed_once(nodes: Nodes, tmp_path: 
     assert late_filled.blobs_marked == 3 and calls["HeadObject"] == 3, calls
     chosen, _ = plan(settings, files, mode="all")
     assert chosen == sorted(everything + [ref.sha256 for ref, _ in late])
+
+
+def test_a_killed_run_on_a_bucket_resumes_and_submits_nothing_twice(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    a, b = nodes
+    files = open_shared_files(a.settings())
+    for seed in range(80, 86):
+        path = noisy_png(tmp_path / f"{seed}.png", seed)
+        data = path.read_bytes()
+        ref = BlobRef(hashlib.sha256(data).hexdigest(), MediaKind.IMAGE, ".png", len(data))
+        assert files.blobs.put(ref, path, "image/png")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli.main", "reprocess", "--kind", "image", "--all"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=a.env(MCP_MEDIA_JOBS__HIGH_WATER="2"),
+    )
+    client = redis.Redis.from_url(a.broker.url)
+    checkpoint = "mcp-media:reprocess-checkpoint:image"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            raw = client.get(checkpoint)
+            if raw is not None and json.loads(raw)["submitted"] == 2:
+                break
+            time.sleep(0.05)
+        assert client.llen("vision") == 2  # no worker: the run waits at the high water
+        run.send_signal(signal.SIGKILL)
+        assert run.wait(timeout=10) == -signal.SIGKILL
+        client.delete("mcp-media:reprocess:image")  # what its expiry would do in 30 s
+        b.start_worker("vision")
+        resumed = a.cli_json("reprocess", "--kind", "image", "--all")
+        assert (resumed["resumed"], resumed["total"], resumed["done"]) == (2, 4, 4), resumed
+        deadline = time.monotonic() + 60
+        while a.fake.request_count < 6 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the two the killed run submitted finish on their own
+        assert a.fake.request_count == 6  # each image once
+    finally:
+        if run.poll() is None:
+            run.kill()
+        client.close()
