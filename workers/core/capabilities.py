@@ -4,12 +4,17 @@ A declaration names the tag, queue, task, input kind, pool, time limits, retry p
 the inputs of its processor version. What runs a capability (its stage, engine loader and
 probe) lives with the job runner in `workers.jobs.stages`; this module stays light so the
 client can use it without any engine.
+
+Each capability has two lanes, two Celery queues: live (`spec.queue`, everything a door
+submits) and batch (`<queue>.batch`, reprocess). A worker of a capability consumes both,
+live first (`workers.broker.lanes`); it announces the capability's queue, `spec.queue`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from pipelines.media import Capability, MediaKind
@@ -25,6 +30,13 @@ from workers.core.stage_configs import (
 )
 
 
+class Lane(StrEnum):
+    """Where a job waits: live (a door's caller is waiting) or batch (reprocess)."""
+
+    LIVE = "live"
+    BATCH = "batch"
+
+
 @dataclass(frozen=True, slots=True)
 class CapabilitySpec:
     capability: Capability
@@ -38,6 +50,15 @@ class CapabilitySpec:
     # the serving workers run, with no models of its own.
     announcer: Callable[[Settings], dict[str, Any]] | None = None
     keyer: Callable[[Mapping[str, Any], Mapping[str, Any] | None], str] | None = None
+
+    def lane_queue(self, lane: Lane) -> str:
+        """The Celery queue of one of this capability's lanes (live: `queue` itself)."""
+        return self.queue if lane is Lane.LIVE else f"{self.queue}.{lane.value}"
+
+    @property
+    def lane_queues(self) -> tuple[str, ...]:
+        """The queues of both lanes, live first: what a worker of the capability consumes."""
+        return tuple(self.lane_queue(lane) for lane in Lane)
 
     def version(self, settings: Settings, params: Mapping[str, Any] | None = None) -> str:
         """The processor version of a job with these params (the dedup key's middle)."""
@@ -115,8 +136,21 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
 QUEUES = tuple(dict.fromkeys(spec.queue for spec in CAPABILITIES.values()))
 
 
-def for_queue(queue: str) -> CapabilitySpec:
+def lane_queues(queues: Iterable[str] = QUEUES) -> tuple[str, ...]:
+    """Every lane queue of these capabilities' queues (default: all), each live lane before
+    its batch lane."""
+    return tuple(q for queue in queues for q in for_queue(queue).lane_queues)
+
+
+def lane_of(queue: str) -> tuple[CapabilitySpec, Lane]:
+    """The capability and the lane a lane queue belongs to (a capability's queue: live)."""
     for spec in CAPABILITIES.values():
-        if spec.queue == queue:
-            return spec
+        for lane in Lane:
+            if spec.lane_queue(lane) == queue:
+                return spec, lane
     raise KeyError(queue)
+
+
+def for_queue(queue: str) -> CapabilitySpec:
+    """The capability of a queue: its own (`spec.queue`) or one of its lanes'."""
+    return lane_of(queue)[0]
