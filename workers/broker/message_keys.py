@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kombu.transport.redis import Channel
+from workers.broker.transport import Channel
 
-_KOMBU = Channel  # its class attributes are the transport options' defaults
+_KOMBU = Channel  # ours (kombu's, subclassed): its class attributes are the options' defaults
 
 
 @dataclass(frozen=True, slots=True)

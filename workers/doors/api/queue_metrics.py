@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from workers.core.capabilities import CAPABILITIES, CapabilitySpec
+from workers.core.capabilities import Lane, lane_of, lane_queues
 from workers.core.wait_estimate import expected_finish
 
 if TYPE_CHECKING:
     from workers.core.announcements import WorkerInfo
+    from workers.core.capabilities import CapabilitySpec
     from workers.core.cluster_view import ClusterView, QueueSignals
 
 LABELS = ["capability", "lane", "queue"]
@@ -32,22 +33,18 @@ class LaneQueue:
     """One lane of a capability and the Celery queue its jobs wait in."""
 
     spec: CapabilitySpec
-    lane: str
+    lane: Lane
     queue: str
 
     @property
     def labels(self) -> list[str]:
-        return [self.spec.capability.value, self.lane, self.queue]
+        return [self.spec.capability.value, self.lane.value, self.queue]
 
 
-def lane_queues() -> list[LaneQueue]:
+def every_lane() -> list[LaneQueue]:
     """Every lane of every capability: live (the capability's queue, what doors submit) and
     batch (`<queue>.batch`, reprocess)."""
-    return [
-        LaneQueue(spec, lane, queue)
-        for spec in CAPABILITIES.values()
-        for lane, queue in (("live", spec.queue), ("batch", f"{spec.queue}.batch"))
-    ]
+    return [LaneQueue(*lane_of(queue), queue) for queue in lane_queues()]
 
 
 def consuming(worker: WorkerInfo, lane: LaneQueue) -> bool:
@@ -66,13 +63,27 @@ class QueueCollector(Collector):
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
-        lanes = lane_queues()
+        lanes = every_lane()
         signals = self.view.queue_signals([lane.queue for lane in lanes])
         live = self.view.live_workers()
         paused = self.view.paused_queues()
         figures = _Figures(lanes, signals, live, paused)
         yield from figures.families()
         yield from figures.kept()
+
+
+# name (after `mcp_media_queue_`), help text; each a gauge labelled capability, lane, queue.
+FAMILIES = (
+    ("waiting", "Jobs in the lane's queue no worker took yet (every priority list summed)"),
+    ("reserved", "Jobs workers took and have not acknowledged (running, or prefetched)"),
+    ("running", "Jobs a worker started and has not finished"),
+    ("oldest_waiting_seconds", "Seconds the oldest admitted job no worker started has waited"),
+    ("service_seconds", "Mean seconds a done job held its worker slot (0: none measured yet)"),
+    ("workers", "Live workers taking the lane's jobs (paused ones left out)"),
+    ("slots", "Jobs those workers run at once (their processes or threads)"),
+    ("paused", "1 while the lane's queue is paused (its jobs wait, however many workers)"),
+    ("finish_estimate_seconds", "Seconds a job sent now would take to finish (+Inf: no slot)"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,31 +94,36 @@ class _Figures:
     paused: set[str]
 
     def families(self) -> Iterator[Metric]:
-        read = {
-            "waiting": ("Jobs waiting in the lane's queue, no worker took them (every priority list)", lambda s, _: s.waiting),  # fmt: skip
-            "reserved": ("Jobs workers took and have not acknowledged (running, or about to)", lambda s, _: s.reserved),  # fmt: skip
-            "running": ("Jobs a worker started and has not finished", lambda s, _: s.running),
-            "oldest_waiting_seconds": ("Seconds the oldest job admitted and not started has waited", lambda s, _: s.oldest_waiting_s),  # fmt: skip
-            "service_seconds": ("Mean seconds a done job held its worker slot (0: none measured yet)", lambda s, _: s.service_s),  # fmt: skip
-            "workers": ("Live workers taking the lane's jobs (paused ones left out)", lambda _, lane: len(self._consuming(lane))),  # fmt: skip
-            "slots": ("Jobs those workers run at once (their processes or threads)", lambda _, lane: self._slots(lane)),  # fmt: skip
-            "paused": ("1 while the lane's queue is paused (its jobs wait, however many workers)", lambda _, lane: float(lane.queue in self.paused or lane.spec.queue in self.paused)),  # fmt: skip
-            "finish_estimate_seconds": ("Seconds a job submitted now would take to finish, by the work ahead of it, the slots and the mean service time (+Inf: jobs and no slot)", self._finish),  # fmt: skip
-        }
-        for name, (doc, value) in read.items():
+        for name, doc in FAMILIES:
             family = GaugeMetricFamily(f"mcp_media_queue_{name}", doc, labels=LABELS)
             for lane in self.lanes:
-                family.add_metric(lane.labels, value(self.signals[lane.queue], lane))
+                family.add_metric(lane.labels, self._value(name, lane))
             yield family
+
+    def _value(self, name: str, lane: LaneQueue) -> float:
+        signals = self.signals[lane.queue]
+        if name == "workers":
+            return len(self._consuming(lane))
+        if name == "slots":
+            return self._slots(lane)
+        if name == "paused":
+            return float(bool({lane.queue, lane.spec.queue} & self.paused))
+        if name == "finish_estimate_seconds":
+            return self._finish(signals, lane)
+        if name == "oldest_waiting_seconds":
+            return signals.oldest_waiting_s
+        if name == "service_seconds":
+            return signals.service_s
+        return float(getattr(signals, name))
 
     def kept(self) -> Iterator[Metric]:
         """The series of earlier releases, by queue: the same figures as `waiting` and
         `workers` (these counted only the queue's own list and every worker announcing it)."""
         depth = GaugeMetricFamily(
-            "mcp_media_queue_depth", "Jobs waiting in each queue (mcp_media_queue_waiting)", labels=["queue"]
+            "mcp_media_queue_depth", "Jobs waiting in each queue (as ..._waiting)", labels=["queue"]
         )
         workers = GaugeMetricFamily(
-            "mcp_media_workers", "Live workers serving each queue (mcp_media_queue_workers)", labels=["queue"]
+            "mcp_media_workers", "Live workers per queue (as ..._workers)", labels=["queue"]
         )
         for lane in self.lanes:
             depth.add_metric([lane.queue], self.signals[lane.queue].waiting)
