@@ -21,7 +21,9 @@ def collect(settings: Settings, url: str | None = None) -> dict[str, Any]:
     url = url or broker_url(settings.home, settings.redis_url).url
     files = open_shared_files(settings)
     client = broker_client(settings, url, bounded=True)  # a person waits: fail within seconds
-    state = redis_state(client, files.sidecars, settings.jobs.result_ttl)
+    state = redis_state(
+        client, files.sidecars, settings.jobs.result_ttl, settings.redis_transport_options
+    )
     view = state.view
     try:
         workers = view.live_workers()

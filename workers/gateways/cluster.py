@@ -68,7 +68,9 @@ class MediaClient(JobGateway):
         self.files = files or open_shared_files(settings)
         self.journal = self.files.journal
         # What the nodes share through Redis, port by port (closed with the client).
-        self.state: SharedState = redis_state(client, self.files.sidecars, settings.jobs.result_ttl)
+        self.state: SharedState = redis_state(
+            client, self.files.sidecars, settings.jobs.result_ttl, settings.redis_transport_options
+        )
         # Inputs are put in the blob store before their message is sent; outputs are
         # fetched into this machine's cache, so every path a door hands out is local.
         self.node = NodeCache(settings.media_cache(), self.files.blobs, 0)

@@ -95,7 +95,9 @@ def _start_heartbeat(app: Celery, consumer: Any = None) -> None:
     settings = app.conf.mcp_media_settings
     files = open_shared_files(settings)
     client = broker_client(settings, app.conf.broker_url)
-    state = redis_state(client, files.sidecars, settings.jobs.result_ttl)
+    state = redis_state(
+        client, files.sidecars, settings.jobs.result_ttl, settings.redis_transport_options
+    )
     _heartbeat = Heartbeat(app, client, state, files.journal, consumer)
     _heartbeat.start()
 
