@@ -19,6 +19,7 @@ from bench import (
     mcp,
     nodes,
     quality,
+    reprocess_plan,
     results,
     speech,
     text,
@@ -37,6 +38,7 @@ SUITES = {
     "quality": quality.run,
     "kokoro": kokoro.run,
     "words": words.run,
+    "reprocess_plan": reprocess_plan.run,
 }
 
 

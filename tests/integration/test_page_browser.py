@@ -89,6 +89,7 @@ def test_tiles_count_a_seeded_run_update_live_and_missing_reprocesses_to_100(
             )
             detail = browser.find_element(By.CSS_SELECTOR, "#counts-vision .run .detail").text
             assert detail.startswith("2/2 finished (done 2"), detail
+            assert "; enqueued 2/2" in detail, detail  # of the total the run planned
             wait_until("done = 6", lambda: shows(browser, "vision", "done", 6))
             assert browser.execute_script("return window.notReloaded") is True
             screenshot(browser, "jobs-page-reprocessed")

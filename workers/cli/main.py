@@ -115,7 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", help="only media cached since this date (YYYY-MM-DD)")
     p.add_argument("--limit", type=int)
     p.add_argument("--dry-run", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--restart",
+        action="store_true",
+        help="start over: ignore where a run of the same selection stopped (default: resume)",
+    )
+    p.add_argument(
+        "--backfill-index",
+        action="store_true",
+        help="index the store's blobs and results again (blobs stored by nodes without one)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="the summary as JSON; progress as JSON lines"
+    )
     p.set_defaults(handler=cmd_reprocess)
 
     p = sub.add_parser("worker", help="run one Celery worker for some queues")

@@ -130,4 +130,7 @@ def reset_process() -> None:
 
 def local_resources(settings: Settings) -> Resources:
     """This process's engines with the in-memory shared state: `--inline` runs and probes."""
-    return Resources(settings, memory_state(settings.sidecars()))
+    return Resources(
+        settings,
+        memory_state(settings.sidecars(), result_ttl=settings.jobs.result_ttl),
+    )

@@ -34,7 +34,12 @@ from workers.state.job_records import JobRecords, MemoryJobRecords, RedisJobReco
 from workers.state.results import MemoryResults, RedisResults, Results
 from workers.state.roster import MemoryRoster, RedisRoster, Roster
 from workers.state.state_view import SharedStateView
-from workers.state.status_index import MemoryStatusIndex, RedisStatusIndex, StatusIndex
+from workers.state.status_index import (
+    ENTRY_TTL,
+    MemoryStatusIndex,
+    RedisStatusIndex,
+    StatusIndex,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +82,15 @@ def redis_state(
     )
 
 
-def memory_state(sidecars: ResultFiles, clock: Callable[[], float] = time.monotonic) -> SharedState:
+def memory_state(
+    sidecars: ResultFiles,
+    clock: Callable[[], float] = time.monotonic,
+    result_ttl: float = ENTRY_TTL,
+) -> SharedState:
     """The in-memory twins, for one process (`--inline` runs, unit tests), over the same
-    sidecars (so results survive the process and dedup across runs), on one `clock`."""
-    status = MemoryStatusIndex()
+    sidecars (so results survive the process and dedup across runs), on one `clock`, index
+    entries kept `result_ttl` seconds."""
+    status = MemoryStatusIndex(clock, result_ttl)
     admission = CountedAdmission(status, clock)
     return _composed(
         MemoryResults(sidecars, status, admission),

@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Route
 
 from workers.core.capabilities import CAPABILITIES
 from workers.doors.api.queue_metrics import QueueCollector
+from workers.doors.api.reprocess_metrics import ReprocessCollector
 
 if TYPE_CHECKING:
     from workers.core.cluster_view import ClusterView
@@ -60,6 +61,7 @@ class ApiMetrics:
     def watch(self, view: ClusterView) -> None:
         self.registry.register(QueueCollector(view))
         self.registry.register(ClusterCollector(view))
+        self.registry.register(ReprocessCollector(view))
 
 
 class ClusterCollector(Collector):

@@ -109,9 +109,12 @@ class Board:
             return None
         report["locked"] = self.view.locked(keys.reprocess_lock(kind.value))
         finished = report["done"] + report["degraded"] + report["failed"]
+        # `total` is what the run planned (after the point it resumed from); a report
+        # written before runs counted their plan has only `selected`.
+        report.setdefault("total", report["selected"])
         if report["running"]:
-            total = max(report["selected"], 1)
-            report["percent"] = min(99, 100 * finished // total) if report["selected"] else 0
+            total = max(report["total"], 1)
+            report["percent"] = min(99, 100 * finished // total) if report["total"] else 0
         else:
             report["percent"] = 100
         report["finished"] = finished
