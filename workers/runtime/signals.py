@@ -126,10 +126,13 @@ def _hold_paused(app: Celery) -> None:
         return
     finally:
         state.close()
+    from workers.core.capabilities import lane_queues
+
     for queue in (getattr(app.conf, "mcp_media_worker", None) or {}).get("queues", ()):
         if queue in paused:
             log.warning("queue %s is paused: not consuming it until it is resumed", queue)
-            app.amqp.queues.deselect(queue)
+            for lane in lane_queues([queue]):  # a pause holds both lanes
+                app.amqp.queues.deselect(lane)
 
 
 _connected = False
