@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import redis
 
 from pipelines.results import Status
 from tests.faults.scenarios import image_jobs
@@ -28,6 +29,7 @@ def test_a_live_job_starts_next_while_a_batch_backlog_waits(
     backlog = image_jobs(cluster, tmp_path, range(1000, 1000 + BACKLOG))
     (live,) = image_jobs(cluster, tmp_path, range(2000, 2001), size=(LIVE_WIDTH, 60))
     client = cluster.client()
+    broker = redis.Redis.from_url(cluster.broker.url)
     try:
         batch = client.submit(backlog, lane=Lane.BATCH)
         for _ in range(2400):  # until the worker is busy with batch work (a hang guard)
@@ -35,8 +37,15 @@ def test_a_live_job_starts_next_while_a_batch_backlog_waits(
                 break
             cluster.fake.wait(0.05)
         before = cluster.fake.request_count  # batch jobs started before the live one was sent
-        (handle,) = client.wait(client.submit([live]), 60)
+        (handle,) = client.submit([live])
+        held = []  # kombu's unacked: what the worker took; never more than its slots
+        for _ in range(600):  # until the live job is done (a hang guard)
+            held.append(int(broker.hlen("unacked")))
+            (handle,) = client.wait([handle], 0.1)
+            if handle.envelope is not None:
+                break
         assert handle.status is Status.DONE
+        assert max(held) <= SLOTS, held
         widths = [r.image_width for r in cluster.fake.received]
         started_at = widths.index(LIVE_WIDTH)
         # Only the jobs the worker already held (one per slot) or was taking as it was sent
@@ -46,5 +55,25 @@ def test_a_live_job_starts_next_while_a_batch_backlog_waits(
         finished = client.wait(batch, 120)
         assert [h.status for h in finished] == [Status.DONE] * BACKLOG  # the batch still ends
         assert cluster.fake.request_count == BACKLOG + 1
+    finally:
+        broker.close()
+        client.close()
+
+
+def test_a_live_caller_that_joins_a_waiting_batch_job_is_estimated_by_its_place(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # No worker: the jobs wait. The door's caller joins the job reprocess queued for the
+    # same content; its estimate is the batch job's, never "started" (waited for to the end).
+    jobs = image_jobs(cluster, tmp_path, range(3000, 3003))
+    client = cluster.client()
+    try:
+        batch = client.submit(jobs, lane=Lane.BATCH)
+        (joined,) = client.submit(jobs[2:])
+        assert joined.id == batch[2].id
+        assert client.finish_estimate(joined) is not None
+        (live,) = client.submit(image_jobs(cluster, tmp_path, range(3003, 3004)))
+        assert client.finish_estimate(live) is not None
+        assert client.waiting()["vision.batch"] == 3 and client.waiting()["vision"] == 1
     finally:
         client.close()

@@ -11,16 +11,17 @@ steady live stream leaves the batch lanes at least that share of the slots (thei
 Within a lane, queues take turns (kombu's round robin), as before.
 
 A slot frees only when its job ends: late acks and a prefetch multiplier of 1 give a worker
-as many messages as it has slots, so it never holds batch messages it cannot run (measured
-below: reserved == running). A live job therefore waits for the first of the worker's
-running jobs to end - at most one batch job's length, `mean / slots` on average - and
-starts next.
+at most as many messages as it has slots, so it never holds batch messages it cannot run
+(reserved == running, but for a message between its delivery and its start or its job's end
+and its ack: the bench's `lanes_messages_held`). A live job therefore waits for the first
+of the worker's running jobs to end - at most one batch job's length, `mean / slots` on
+average - and starts next.
 
-Measured (`python -m bench lanes_mechanisms`, 2 cores, a threads worker of 4 slots, jobs of
-0.25 s, 400 batch jobs queued, then 20 live jobs one at a time every 0.5 s; then a steady live
-stream of 3 per 0.25 s beside the batch):
-
-FIGURES
+The mechanism was chosen by measurement: `python -m bench lanes` (bench/lanes.py) runs one
+worker with a batch backlog and live jobs sent one at a time, with no batch, in the old
+single-queue FIFO order, with kombu's priority steps, with kombu's round robin over the two
+lanes and with this order, side by side; its figures are the `lanes_*` entries of
+bench/results.json.
 
 Kombu's priority steps on one queue pop live first too, but strictly: nothing reserves a
 share for batch, which starves under a steady live stream; and priorities would hide the

@@ -302,12 +302,18 @@ class MediaClient(JobGateway):
         return sum(w.concurrency or 1 for w in serving)
 
     def finish_estimate(self, handle: JobHandle) -> float | None:
-        """Seconds until the handle's job, still waiting in its live lane, should finish (by
-        its position and the current mean service time); None once a worker started it (or
-        when it waits in the batch lane: a door joined a reprocess job). The door refuses a
-        caller late by it (`workers.core.wait_estimate.refuse_late`)."""
-        queue = CAPABILITIES[handle.key.capability].queue
-        return self.state.admission.finish_estimate(queue, handle.id, self.slots(queue))
+        """Seconds until the handle's job, still waiting in its lane, should finish (by its
+        position and the current mean service time); None once a worker started it. The door
+        refuses a caller late by it (`workers.core.wait_estimate.refuse_late`). A door's
+        submission that joined a job waiting in the batch lane (the same content, queued by
+        reprocess) is estimated by its place there: it is not moved ahead."""
+        spec = CAPABILITIES[handle.key.capability]
+        slots = self.slots(spec.queue)
+        for queue in spec.lane_queues:
+            found = self.state.admission.finish_estimate(queue, handle.id, slots)
+            if found is not None:
+                return found
+        return None
 
     def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
         """The chunks of a streaming job after `after`, waiting up to `block_ms` for one."""
