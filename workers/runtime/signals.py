@@ -21,6 +21,7 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from workers.core.capabilities import lane_queues
 from workers.jobs import resources
 
 trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="-")
@@ -126,8 +127,6 @@ def _hold_paused(app: Celery) -> None:
         return
     finally:
         state.close()
-    from workers.core.capabilities import lane_queues
-
     for queue in (getattr(app.conf, "mcp_media_worker", None) or {}).get("queues", ()):
         if queue in paused:
             log.warning("queue %s is paused: not consuming it until it is resumed", queue)
