@@ -303,17 +303,13 @@ class MediaClient(JobGateway):
 
     def finish_estimate(self, handle: JobHandle) -> float | None:
         """Seconds until the handle's job, still waiting in its lane, should finish (by its
-        position and the current mean service time); None once a worker started it. The door
-        refuses a caller late by it (`workers.core.wait_estimate.refuse_late`). A door's
-        submission that joined a job waiting in the batch lane (the same content, queued by
-        reprocess) is estimated by its place there: it is not moved ahead."""
+        position and the mean service time); None once a worker started it. The door refuses
+        a caller late by it (`workers.core.wait_estimate.refuse_late`); a door that joined a
+        job reprocess queued is estimated by its place in the batch lane (not moved ahead)."""
         spec = CAPABILITIES[handle.key.capability]
-        slots = self.slots(spec.queue)
-        for queue in spec.lane_queues:
-            found = self.state.admission.finish_estimate(queue, handle.id, slots)
-            if found is not None:
-                return found
-        return None
+        estimate, slots = self.state.admission.finish_estimate, self.slots(spec.queue)
+        found = (estimate(queue, handle.id, slots) for queue in spec.lane_queues)
+        return next((seconds for seconds in found if seconds is not None), None)
 
     def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
         """The chunks of a streaming job after `after`, waiting up to `block_ms` for one."""
