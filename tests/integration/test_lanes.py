@@ -1,5 +1,6 @@
 """Live work first on a real cluster: a worker with a batch backlog takes a live job next,
-and the backlog still finishes. Order is read from the provider's requests (one per job, in
+the backlog still finishes, and batch keeps its floor share (JOBS__BATCH_EVERY, read by the
+worker's transport). Order is read from the provider's requests (one per job, in
 the order jobs start), never from time."""
 
 from __future__ import annotations
@@ -75,5 +76,22 @@ def test_a_live_caller_that_joins_a_waiting_batch_job_is_estimated_by_its_place(
         (live,) = client.submit(image_jobs(cluster, tmp_path, range(3003, 3004)))
         assert client.finish_estimate(live) is not None
         assert client.waiting()["vision.batch"] == 3 and client.waiting()["vision"] == 1
+    finally:
+        client.close()
+
+
+def test_batch_keeps_its_floor_share_on_a_real_worker(cluster: Cluster, tmp_path: Path) -> None:
+    # One slot: the worker takes one message at a time, in the order its queue cycle asks
+    # Redis for them (JOBS__BATCH_EVERY = 4: batch first once in every 4 fetches).
+    live = image_jobs(cluster, tmp_path, range(4000, 4012), size=(LIVE_WIDTH, 60))
+    batch = image_jobs(cluster, tmp_path, range(4100, 4106))
+    client = cluster.client()
+    try:
+        handles = client.submit(batch, lane=Lane.BATCH) + client.submit(live)
+        cluster.start_worker("vision", concurrency=1, MCP_MEDIA_JOBS__BATCH_EVERY="4")
+        finished = client.wait(handles, 120)
+        assert [h.status for h in finished] == [Status.DONE] * len(handles)
+        order = ["live" if r.image_width == LIVE_WIDTH else "batch" for r in cluster.fake.received]
+        assert order == (["live"] * 3 + ["batch"]) * 4 + ["batch"] * 2
     finally:
         client.close()
