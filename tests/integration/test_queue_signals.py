@@ -107,6 +107,9 @@ def test_a_job_a_worker_holds_is_reserved_and_running_then_neither(cluster: Clus
         handle = submit(client, 2, cluster)
         held = wait_until("the worker to hold the job", lambda: live_if(lambda s: s.running == 1))
         assert held.reserved == 1 and held.waiting == 0 and held.oldest_waiting_s == 0.0
+        # The batch lane holds no message of it, but shares the capability's running jobs.
+        batch = view.queue_signals([BATCH])[BATCH]
+        assert batch.reserved == 0 and batch.running == 1
         cluster.fake.set(mode=Mode.OK)
         (done,) = client.wait([handle], timeout=120)
         assert done.status is Status.DONE

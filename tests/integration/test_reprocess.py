@@ -15,9 +15,11 @@ import pytest
 import redis
 
 from pipelines import ingest
+from tests.faults.scenarios import image_jobs
 from tests.integration.conftest import ROOT, Cluster
 from tests.integration.test_vision_jobs import image_result
 from tests.support.serve import serve
+from workers.core.gateway import QueueFull
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +97,8 @@ def test_degraded_results_are_retried_only_when_asked(cluster: Cluster, tmp_path
 
 def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path) -> None:
     seed(cluster, tmp_path, list(range(30, 42)))
-    env = cluster.env(MCP_MEDIA_JOBS__HIGH_WATER="3")
+    lanes = {"MCP_MEDIA_JOBS__HIGH_WATER": "3", "MCP_MEDIA_JOBS__BATCH_HIGH_WATER": "3"}
+    env = cluster.env(**lanes)
     run = subprocess.Popen(
         [sys.executable, "-m", "workers.cli.main", "reprocess", "--json"],
         stdout=subprocess.PIPE,
@@ -107,13 +110,24 @@ def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path)
     client = redis.Redis.from_url(cluster.broker.url)
     try:
         deadline = time.monotonic() + 30
-        while client.llen("vision") < 3 and time.monotonic() < deadline:
+        while client.llen("vision.batch") < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         observed = []
         for _ in range(20):
-            observed.append(int(client.llen("vision")))
+            observed.append(int(client.llen("vision.batch")))
             time.sleep(0.05)
-        assert max(observed) == 3  # no worker yet: the run holds at the high-water mark
+        assert max(observed) == 3  # no worker yet: the run holds at the batch lane's high water
+        # The batch lane is full; live work is admitted by the live lane's own high water.
+        live = image_jobs(cluster, tmp_path, range(60, 64))
+        door = cluster.client(**lanes)
+        try:
+            for job in live[:3]:
+                door.submit_one(job.capability, job.sha256, job.path, limit=True)
+            with pytest.raises(QueueFull):
+                door.submit_one(live[3].capability, live[3].sha256, live[3].path, limit=True)
+        finally:
+            door.close()
+        assert (client.llen("vision"), client.llen("vision.batch")) == (3, 3)
 
         second = cluster.cli("reprocess", "--kind", "image")
         assert second.returncode == 2
@@ -128,6 +142,7 @@ def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path)
         lines = [json.loads(line)["reprocess"] for line in err.splitlines()]
         assert lines[0]["total"] == 12 and lines[-1]["done"] == 12
         assert lines[-1]["rate"] > 0 and {"eta_seconds", "seconds"} <= set(lines[-1])
+        assert cluster.fake.request_count == 15  # the live jobs ran too
     finally:
         if run.poll() is None:
             run.kill()

@@ -197,6 +197,11 @@ def _job_flags(p: argparse.ArgumentParser) -> None:
         help="wait this long for job results (default: 0, speak: 120)",
     )
     p.add_argument("--inline", action="store_true", help="run the jobs here, without a broker")
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="queue the jobs in the batch lane: workers take live work first",
+    )
     p.add_argument("--trace-id", help="carry this trace id through every job and log line")
     p.add_argument("--json", action="store_true", help="print the JSON form")
 

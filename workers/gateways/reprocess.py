@@ -23,6 +23,7 @@ from pipelines.ingest import JOB_FOR_KIND
 from pipelines.media import MediaKind
 from pipelines.results import Envelope, ResultKey, Status
 from workers.core import keys
+from workers.core.capabilities import Lane
 from workers.core.gateway import JobHandle, QueueFull
 from workers.core.operations import AlreadyRunning, Selection
 from workers.gateways.reprocess_plan import (
@@ -274,6 +275,7 @@ def run(
                                 params={"force": True} if selection.mode == "all" else None,
                                 force=selection.mode == "all",
                                 limit=True,
+                                lane=Lane.BATCH,
                             )
                             break
                         except QueueFull:

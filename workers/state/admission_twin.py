@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from workers.state.admission import Admitted, Decision, MemoryAdmission, Submission
+from workers.state.roster import shared_queue
 from workers.state.status_index import MemoryStatusIndex
 
 
@@ -30,10 +31,11 @@ class CountedAdmission(MemoryAdmission):
         return admitted
 
     def running(self, queue: str) -> int:
-        """Jobs of `queue` a worker started and has not finished (entries not expired)."""
+        """Jobs of `queue`'s capability a worker started and has not finished (entries not
+        expired): both lanes share them, as `workers.state.roster.shared_queue` says."""
         now = self._clock()
         with self._lock:
-            return len(self._live(self._running, queue, now))
+            return len(self._live(self._running, shared_queue(queue), now))
 
     def oldest_admitted(self, queue: str) -> float | None:
         """When the oldest job admitted to `queue` that no worker started was admitted."""

@@ -18,6 +18,7 @@ import redis
 
 from workers.broker.message_keys import MessageKeys
 from workers.core import keys
+from workers.core.capabilities import for_queue
 from workers.core.cluster_view import QueueSignals
 
 # A scrape reads at most this many of the messages workers hold (Celery's `unacked` hash:
@@ -78,6 +79,15 @@ for queue, n in pairs(counts) do
 end
 return out
 """
+
+
+def shared_queue(queue: str) -> str:
+    """Where admission keeps a lane's running jobs and service mean: its capability's queue,
+    which both lanes share as they share the workers' slots (a queue of no capability: its own)."""
+    try:
+        return for_queue(queue).queue
+    except KeyError:
+        return queue
 
 
 def broker_now(client: redis.Redis[bytes]) -> float:
@@ -156,8 +166,8 @@ class RedisRoster:
                 keys=[
                     keys.queued(queue),
                     keys.admitted(queue),
-                    keys.running(queue),
-                    keys.service(queue),
+                    keys.running(shared_queue(queue)),
+                    keys.service(shared_queue(queue)),
                 ],
                 args=[HEAD_READ],
                 client=pipe,
@@ -237,7 +247,8 @@ class MemoryRoster:
             running, oldest = jobs.running(queue), jobs.oldest_admitted(queue)
             signals[queue] = QueueSignals(
                 waiting=jobs.waiting(queue),
-                reserved=running,
+                # no broker holds messages here: what runs counts as held, on its live lane
+                reserved=running if shared_queue(queue) == queue else 0,
                 running=running,
                 oldest_waiting_s=max(now - oldest, 0.0) if oldest is not None else 0.0,
                 service_s=jobs.service_time(queue),

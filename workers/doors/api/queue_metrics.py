@@ -76,9 +76,9 @@ class QueueCollector(Collector):
 FAMILIES = (
     ("waiting", "Jobs in the lane's queue no worker took yet (every priority list summed)"),
     ("reserved", "Jobs workers took and have not acknowledged (running, or prefetched)"),
-    ("running", "Jobs a worker started and has not finished"),
+    ("running", "Jobs of the capability running now (both lanes share its slots: never sum lanes)"),
     ("oldest_waiting_seconds", "Seconds the oldest admitted job no worker started has waited"),
-    ("service_seconds", "Mean seconds a done job held its worker slot (0: none measured yet)"),
+    ("service_seconds", "Mean seconds a done job of the capability held its slot (0: none yet)"),
     ("workers", "Live workers taking the lane's jobs (paused ones left out)"),
     ("slots", "Jobs those workers run at once (their processes or threads)"),
     ("paused", "1 while the lane's queue is paused (its jobs wait, however many workers)"),

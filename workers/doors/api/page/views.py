@@ -74,6 +74,9 @@ def counts_fragment(tile: dict[str, Any], csrf: str) -> str:
         f'<button type=submit class="{button.lower()}" data-queue="{_e(queue)}">{button}</button>'
         "</form>"
     )
+    batch = int(tile.get("batch") or 0)
+    if batch:  # reprocess work, taken after live work (the waiting count holds it)
+        state += f" <span class=lane>{batch} of the waiting in the batch lane</span>"
     return (
         f"<div class=counts>{cells}</div><div class=queue-state>{state} {pause}</div>{_run(tile)}"
     )
