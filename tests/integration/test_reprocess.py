@@ -151,7 +151,7 @@ def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path)
 
 def test_a_crashed_run_cannot_hold_the_lock(cluster: Cluster, tmp_path: Path) -> None:
     seed(cluster, tmp_path, list(range(50, 56)))
-    env = cluster.env(MCP_MEDIA_JOBS__HIGH_WATER="1")
+    env = cluster.env(MCP_MEDIA_JOBS__BATCH_HIGH_WATER="1")
     run = subprocess.Popen(
         [sys.executable, "-m", "workers.cli.main", "reprocess"],
         stdout=subprocess.DEVNULL,
@@ -176,7 +176,7 @@ def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: P
     """SIGKILL mid-run: the next run lists after the last item submitted, and a forced run
     (which would otherwise submit everything again) submits each item once."""
     seed(cluster, tmp_path, list(range(60, 66)))
-    env = cluster.env(MCP_MEDIA_JOBS__HIGH_WATER="2")
+    env = cluster.env(MCP_MEDIA_JOBS__BATCH_HIGH_WATER="2")
     run = subprocess.Popen(
         [sys.executable, "-m", "workers.cli.main", "reprocess", "--kind", "image", "--all"],
         stdout=subprocess.DEVNULL,
@@ -193,7 +193,7 @@ def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: P
             if raw is not None and json.loads(raw)["submitted"] == 2:
                 break
             time.sleep(0.05)
-        assert client.llen("vision") == 2  # no worker: the run waits at the high water
+        assert client.llen("vision.batch") == 2  # no worker: the run waits at the high water
         run.send_signal(signal.SIGKILL)
         assert run.wait(timeout=10) == -signal.SIGKILL
         stopped = json.loads(client.get(checkpoint) or b"{}")
@@ -202,7 +202,7 @@ def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: P
 
         cluster.start_worker("vision")
         resumed = cluster.cli_json(
-            "reprocess", "--kind", "image", "--all", MCP_MEDIA_JOBS__HIGH_WATER="2"
+            "reprocess", "--kind", "image", "--all", MCP_MEDIA_JOBS__BATCH_HIGH_WATER="2"
         )
         assert resumed["resumed"] == 2
         assert resumed["total"] == 4 and resumed["enqueued"] == 4 and resumed["done"] == 4

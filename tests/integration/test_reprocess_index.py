@@ -189,7 +189,7 @@ def test_a_killed_run_on_a_bucket_resumes_and_submits_nothing_twice(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=ROOT,
-        env=a.env(MCP_MEDIA_JOBS__HIGH_WATER="2"),
+        env=a.env(MCP_MEDIA_JOBS__BATCH_HIGH_WATER="2"),
     )
     client = redis.Redis.from_url(a.broker.url)
     checkpoint = "mcp-media:reprocess-checkpoint:image"
@@ -200,7 +200,7 @@ def test_a_killed_run_on_a_bucket_resumes_and_submits_nothing_twice(
             if raw is not None and json.loads(raw)["submitted"] == 2:
                 break
             time.sleep(0.05)
-        assert client.llen("vision") == 2  # no worker: the run waits at the high water
+        assert client.llen("vision.batch") == 2  # no worker: the run waits at the high water
         run.send_signal(signal.SIGKILL)
         assert run.wait(timeout=10) == -signal.SIGKILL
         client.delete("mcp-media:reprocess:image")  # what its expiry would do in 30 s
