@@ -13,6 +13,7 @@ from pipelines.fit import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_RESULT_BYTES, Fit
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
 from workers.cli.common import CliError, print_json
+from workers.cli.door_start import door_gateway, forgiving_settings, usable_settings
 from workers.core.settings import Settings
 from workers.doors.mcp.rewriter import DoorOptions, MediaRewriter, failure_reason
 from workers.gateways.connect import open_gateway
@@ -168,6 +169,8 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
         "--token",
         help="the bearer token for --http (default: generated in $MCP_MEDIA_HOME/mcp-token)",
     )
+    # A server an agent starts fails open: a setting it cannot use is dropped, not fatal.
+    p.set_defaults(load_settings=forgiving_settings)
 
 
 def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> int:
@@ -186,7 +189,8 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
         except ListenError as exc:
             raise CliError(str(exc)) from None
     options = door_options(args)
-    gateway = open_gateway(settings, inline=options.inline)
+    settings = usable_settings(settings)
+    gateway = door_gateway(settings, inline=options.inline)
     proxy = build_proxy(settings, specs, options, gateway, [Path(r) for r in args.allow_root])
     if listen is None or token is None:
         return serve_stdio(proxy)

@@ -1,0 +1,132 @@
+"""An agent's first contact with the MCP door: a real MCP client (the official SDK) starts a
+real `mcp-media proxy` / `mcp-media mcp` process in front of a tools-only upstream, as an
+agent does, with settings a new user gets wrong."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.integration.conftest import ROOT
+from tests.support.net import free_port
+from tests.support.tools_upstream import ERROR_TEXT, TOOLS
+
+pytestmark = pytest.mark.integration
+
+TOOLS_ONLY = ["--", sys.executable, "-m", "tests.support.tools_upstream"]
+UPSTREAM_TOOLS = {tool.name for tool in TOOLS}
+
+
+def door_env(home: Path, **settings: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEDIA_")}
+    base.pop("AUXILIARY_VISION_MODEL", None)
+    return {**base, "PYTHONPATH": str(ROOT), "MCP_MEDIA_HOME": str(home), **settings}
+
+
+@asynccontextmanager
+async def door(home: Path, stderr: Path, *args: str, **settings: str) -> AsyncIterator[Client]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "workers.cli.main", *args],
+        env=door_env(home, **settings),
+        cwd=str(ROOT),
+    )
+    with stderr.open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=60) as client:
+            yield client
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [b.text for b in result.content if isinstance(b, types.TextContent)]
+
+
+def run(test: Any) -> Any:
+    return anyio.run(test)
+
+
+# Each: a setting a new user gets wrong, and what the one WARNING line names.
+WRONG = {
+    "vision endpoint without a model": (
+        {"MCP_MEDIA_VISION__BASE_URL": "http://127.0.0.1:9/v1"},
+        "MCP_MEDIA_VISION__BASE_URL: vision provider `openai` needs a model",
+    ),
+    "a number that is no number": (
+        {"MCP_MEDIA_VISION__TIMEOUT": "soon"},
+        "MCP_MEDIA_VISION__TIMEOUT is not used",
+    ),
+    "a store that is no bucket": (
+        {"MCP_MEDIA_STORE__URL": "ftp://somewhere"},
+        "MCP_MEDIA_STORE__URL is not used",
+    ),
+    "a broker that does not answer": (
+        {"MCP_MEDIA_REDIS_URL": "redis://127.0.0.1:{port}/0"},
+        "the broker (MCP_MEDIA_REDIS_URL) does not answer",
+    ),
+    "a broker certificate that is not there": (
+        {
+            "MCP_MEDIA_REDIS_URL": "rediss://127.0.0.1:{port}/0",
+            "MCP_MEDIA_REDIS_CA_CERTS": "/nonexistent/ca.pem",
+        },
+        "MCP_MEDIA_REDIS_CA_CERTS=/nonexistent/ca.pem: no such file; jobs run in this process",
+    ),
+    "no models": (
+        {"MCP_MEDIA_STT__MODEL": "not-prepared", "MCP_MEDIA_TTS__MODEL": "not-prepared"},
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG))
+def test_a_wrong_setting_never_stops_the_proxy(tmp_path: Path, case: str) -> None:
+    given, warned = WRONG[case]
+    port = str(free_port())
+    settings = {name: value.replace("{port}", port) for name, value in given.items()}
+    stderr = tmp_path / "proxy.stderr"
+
+    async def scenario() -> None:
+        async with door(tmp_path / "home", stderr, "proxy", *TOOLS_ONLY, **settings) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert listed >= UPSTREAM_TOOLS
+            assert texts(await client.call_tool("ping", {})) == ["pong"]
+            shot = await client.call_tool("screenshot", {}, read_timeout_seconds=30)
+            assert not shot.is_error
+            # The original result survives: its text first, as it came, and its image.
+            assert texts(shot)[0] == "Here is the screen."
+            assert [b.type for b in shot.content][:2] == ["text", "image"]
+            failed = await client.call_tool("expired", {}, read_timeout_seconds=30)
+            assert failed.is_error
+            assert texts(failed)[0] == ERROR_TEXT
+
+    run(scenario)
+    logged = stderr.read_text()
+    assert "Traceback" not in logged
+    if warned:
+        warnings = [line for line in logged.splitlines() if line.startswith("WARNING")]
+        assert any(warned in line for line in warnings), logged
+
+
+def test_the_own_tools_door_starts_with_a_vision_endpoint_without_a_model(
+    tmp_path: Path,
+) -> None:
+    stderr = tmp_path / "mcp.stderr"
+
+    async def scenario() -> None:
+        bad = {"MCP_MEDIA_VISION__BASE_URL": "http://127.0.0.1:9/v1"}
+        async with door(tmp_path / "home", stderr, "mcp", **bad) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"describe_image", "media_result", "media_status"} <= listed
+
+    run(scenario)
+    assert "MCP_MEDIA_VISION__BASE_URL: vision provider `openai` needs a model" in (
+        stderr.read_text()
+    )
