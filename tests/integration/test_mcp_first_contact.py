@@ -130,3 +130,46 @@ def test_the_own_tools_door_starts_with_a_vision_endpoint_without_a_model(
     assert "MCP_MEDIA_VISION__BASE_URL: vision provider `openai` needs a model" in (
         stderr.read_text()
     )
+
+
+def test_a_tools_only_upstream_gets_our_resources_and_empty_prompts(tmp_path: Path) -> None:
+    """No -32601 for a capability the proxy advertises: our cached media are listed and read
+    back, the upstream's missing resources and prompts are empty lists."""
+    stderr = tmp_path / "proxy.stderr"
+
+    async def scenario() -> None:
+        args = ["proxy", "--images", "link", *TOOLS_ONLY]
+        async with door(tmp_path / "home", stderr, *args) as client:
+            caps = client.server_capabilities
+            assert caps.resources is not None and caps.prompts is not None
+            assert (await client.list_prompts()).prompts == []
+            templates = (await client.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == ["mcp-media://media/{sha256}"]
+            assert (await client.list_resources()).resources == []
+            shot = await client.call_tool("screenshot", {}, read_timeout_seconds=30)
+            (link,) = [b for b in shot.content if isinstance(b, types.ResourceLink)]
+            listed = (await client.list_resources()).resources
+            assert [str(r.uri) for r in listed] == [str(link.uri)]
+            (read,) = (await client.read_resource(str(link.uri))).contents
+            assert isinstance(read, types.BlobResourceContents)
+            assert read.mime_type == "image/png"
+
+    run(scenario)
+
+
+def test_server_everything_resources_and_prompts_pass_through(tmp_path: Path) -> None:
+    from tests.integration.test_mcp_protocol import UPSTREAM_EVERYTHING
+
+    stderr = tmp_path / "proxy.stderr"
+
+    async def scenario() -> None:
+        args = ["proxy", "--", *UPSTREAM_EVERYTHING]
+        async with door(tmp_path / "home", stderr, *args) as client:
+            prompts = (await client.list_prompts()).prompts
+            assert prompts
+            resources = (await client.list_resources()).resources
+            assert any(not str(r.uri).startswith("mcp-media://") for r in resources)
+            templates = (await client.list_resource_templates()).resource_templates
+            assert len(templates) > 1  # the upstream's and ours
+
+    run(scenario)

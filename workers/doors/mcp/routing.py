@@ -164,11 +164,23 @@ class Router:
     async def pages(
         self, peer: Peer, upstream: Upstream, fetch: Callable[..., Awaitable[Any]], field: str
     ) -> list[Any]:
-        """Every item of an upstream's paginated list, following its cursors (MAX_PAGES)."""
+        """Every item of an upstream's paginated list, following its cursors (MAX_PAGES).
+
+        An upstream without the capability (a tools-only server: no resources, no prompts)
+        lists nothing: the proxy advertises them for its own media and for the upstreams
+        that have them, and a method it advertised never answers -32601."""
+        if not _advertised(getattr(fetch, "__self__", None), field):
+            return []
         items: list[Any] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            page = await self.guard(peer, upstream, fetch(cursor=cursor))
+            try:
+                page = await self.guard(peer, upstream, fetch(cursor=cursor))
+            except MCPError as exc:
+                if exc.code != types.METHOD_NOT_FOUND:
+                    raise
+                log.info("upstream %s lists no %s: %s", upstream.name, field, exc.message)
+                return items
             items += getattr(page, field)
             cursor = page.next_cursor
             if not cursor:
@@ -202,3 +214,20 @@ def handshake_era_call() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         yield
+
+
+# The server capability behind each list the proxy merges.
+_CAPABILITY = {"resources": "resources", "resource_templates": "resources", "prompts": "prompts"}
+
+
+def _advertised(client: Any, field: str) -> bool:
+    """Whether the upstream session `client` declared the capability behind `field` (True
+    when unknown: asking is then the way to find out)."""
+    capability = _CAPABILITY.get(field)
+    if capability is None or client is None:
+        return True
+    try:
+        declared = client.server_capabilities
+    except Exception:  # not connected: the call itself will say so
+        return True
+    return getattr(declared, capability, None) is not None
