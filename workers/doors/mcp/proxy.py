@@ -135,6 +135,7 @@ class Proxy:
         taken = {tool.name for tool in tools}
         tools += [tool for tool in self.tools.definitions() if tool.name not in taken]
         self._schemas = {tool.name: tool.input_schema for tool in tools}
+        self.rewriter.open_soon()  # the first answers are out: the jobs' turn
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(

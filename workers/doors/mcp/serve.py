@@ -9,7 +9,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -30,7 +30,7 @@ def build_proxy(
     settings: Settings,
     specs: Sequence[UpstreamSpec],
     options: DoorOptions,
-    gateway: JobGateway,
+    gateway: JobGateway | Callable[[], JobGateway],
     allowed_roots: Sequence[Path] = (),
     prestarted: Prestarted | None = None,
 ) -> Proxy:
