@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -171,5 +172,33 @@ def test_server_everything_resources_and_prompts_pass_through(tmp_path: Path) ->
             assert any(not str(r.uri).startswith("mcp-media://") for r in resources)
             templates = (await client.list_resource_templates()).resource_templates
             assert len(templates) > 1  # the upstream's and ours
+
+    run(scenario)
+
+
+def test_a_cached_image_handed_out_again_is_fresh(tmp_path: Path) -> None:
+    """A client that passes on only recent files (younger than 600 s) accepts a file cached
+    long ago once it is handed out again."""
+    stderr = tmp_path / "proxy.stderr"
+
+    def handed_out(result: types.CallToolResult) -> Path:
+        (line,) = [x for t in texts(result) for x in t.splitlines() if x.startswith("MEDIA:")]
+        return Path(line.removeprefix("MEDIA:"))
+
+    async def scenario() -> None:
+        async with door(
+            tmp_path / "home", stderr, "proxy", "--images", "text", *TOOLS_ONLY
+        ) as client:
+            path = handed_out(await client.call_tool("screenshot", {}, read_timeout_seconds=30))
+            long_ago = time.time() - 3600
+            os.utime(path, (long_ago, long_ago))
+            again = handed_out(await client.call_tool("screenshot", {}, read_timeout_seconds=30))
+            assert again == path
+            assert time.time() - path.stat().st_mtime < 600
+            # Read back by its URI (no link handed out for it): its MIME type, from its name,
+            # lets a client save it with an extension.
+            uri = f"mcp-media://media/{path.stem}"
+            (read,) = (await client.read_resource(uri)).contents
+            assert isinstance(read, types.BlobResourceContents) and read.mime_type == "image/png"
 
     run(scenario)

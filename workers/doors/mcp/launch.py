@@ -3,8 +3,8 @@
 An agent lists the tools right after it starts the door, and some give up within a second
 or two. The stdio upstreams are started before the MCP SDK and the door are imported (the
 two take about as long as each other), so the first `tools/list` waits for the slower of the
-two, not for both in turn. Nothing else is opened here: the job gateway opens once the door
-serves (`workers.gateways.connect`).
+two, not for both in turn. Nothing else is opened here: the job gateway opens once tools/list
+is answered (`MediaRewriter.open_soon`).
 """
 
 from __future__ import annotations

@@ -9,10 +9,12 @@ fetch them later.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +122,11 @@ class MediaRewriter:
         self, result: Mapping[str, Any], rendered: RenderedResult, handles: list[JobHandle]
     ) -> dict[str, Any]:
         notes = job_notes(handles, MCP_FETCH, ADVICE)
+        for blob in rendered.media:
+            # Handed out again: fresh. Agents' gateways may pass on only recent files (e.g.
+            # younger than 10 minutes) and the cache prunes the least recently used first.
+            with suppress(OSError):
+                os.utime(blob.path)
         return rewrite_result(result, rendered, notes, self.options.policy, self.copies)
 
     async def rewrite_async(
