@@ -202,3 +202,58 @@ def test_a_cached_image_handed_out_again_is_fresh(tmp_path: Path) -> None:
             assert isinstance(read, types.BlobResourceContents) and read.mime_type == "image/png"
 
     run(scenario)
+
+
+def test_what_the_model_reads(tmp_path: Path) -> None:
+    """Our text blocks carry their own line breaks (a client joining blocks with nothing
+    between them keeps our tag off the upstream's words), and media_result says its summary
+    once (in its text, not again in structuredContent)."""
+    stderr = tmp_path / "proxy.stderr"
+
+    async def scenario() -> None:
+        async with door(tmp_path / "home", stderr, "proxy", *TOOLS_ONLY) as client:
+            failed = await client.call_tool("expired", {}, read_timeout_seconds=30)
+            joined = "".join(texts(failed))
+            assert joined.startswith(ERROR_TEXT + "\nMEDIA:")
+            (ours,) = texts(failed)[1:]
+            assert ours.startswith("\n") and ours.endswith("\n")
+            path = Path(ours.split("MEDIA:")[1].split("\n")[0])
+            got = await client.call_tool("media_result", {"id": path.stem})
+            (said,) = texts(got)
+            assert "PNG image, 24x16" in said
+            assert got.structured_content is not None
+            assert got.structured_content["status"] == "done"
+            assert "PNG image" not in str(got.structured_content)
+
+    run(scenario)
+
+
+def test_inline_max_zero_inlines_nothing(tmp_path: Path) -> None:
+    """--inline-max 0 is a limit of 0 bytes (every embedded blob a link), not "no limit"."""
+    stderr = tmp_path / "proxy.stderr"
+    upstream = ["--", sys.executable, "-m", "tests.support.mcp_upstream"]
+
+    async def scenario() -> None:
+        async with door(
+            tmp_path / "home", stderr, "proxy", "--inline-max", "0", *upstream
+        ) as client:
+            report = await client.call_tool("report", {}, read_timeout_seconds=30)
+            assert [b.type for b in report.content] == ["resource_link", "text"]
+
+    run(scenario)
+
+
+def test_without_models_the_speech_tools_are_not_offered(tmp_path: Path) -> None:
+    """No broker and no prepared models: speak and transcribe_audio cannot be served, so
+    they are not listed, and stderr says which model is missing and how to get it."""
+    stderr = tmp_path / "mcp.stderr"
+
+    async def scenario() -> None:
+        async with door(tmp_path / "home", stderr, "mcp") as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert listed == {"describe_image", "media_result", "media_status"}
+
+    run(scenario)
+    logged = stderr.read_text()
+    assert "no speech-to-text model at " in logged and "transcribe_audio is not offered" in logged
+    assert "no text-to-speech model at " in logged and "`make models`" in logged

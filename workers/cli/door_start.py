@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from pipelines.errors import ConfigError
 from workers.core.gateway import JobGateway
 from workers.core.settings import Settings
-from workers.core.stage_configs import vision_config
+from workers.core.stage_configs import tts_model, vision_config
 from workers.doors.mcp.outcomes import door_failure, failure_line
 from workers.gateways.connect import open_gateway
 
@@ -104,3 +104,30 @@ def _warn_if_silent(gateway: JobGateway) -> None:
             "as the tool returned it, with a note, until it answers",
             failure_line(door_failure(exc, gateway)),
         )
+
+
+def unservable_tools(settings: Settings, *, inline: bool) -> frozenset[str]:
+    """The own speech tools nothing can serve: jobs run here (no broker known) and their
+    model is not prepared. Not offered, so the model does not call them to fail; one
+    WARNING each says which model is missing and how to get it."""
+    from workers.broker.embedded import running_embedded
+
+    if not inline and (settings.redis_url or running_embedded(settings.home) is not None):
+        return frozenset()  # workers elsewhere may serve them
+    hidden = set()
+    stt = settings.stt.model_dir or settings.models_root / settings.stt.model
+    tts, _ = tts_model(settings)
+    for tool, what, folder in (
+        ("transcribe_audio", "speech-to-text", stt),
+        ("speak", "text-to-speech", tts),
+    ):
+        if not folder.is_dir():
+            hidden.add(tool)
+            log.warning(
+                "no %s model at %s: %s is not offered; prepare it with `make models` or "
+                "`mcp-media models prepare`",
+                what,
+                folder,
+                tool,
+            )
+    return frozenset(hidden)

@@ -17,6 +17,7 @@ from workers.cli.common import CliError, print_json
 from workers.cli.door_start import (
     door_gateway,
     forgiving_settings,
+    unservable_tools,
     usable_settings,
 )
 from workers.core.settings import Settings
@@ -90,7 +91,8 @@ def _positive(value: str) -> int:
 
 def door_options(args: argparse.Namespace) -> DoorOptions:
     # Without --inline-max (intercept) nothing becomes a link: no server could serve it.
-    inline_max = getattr(args, "inline_max", None) or sys.maxsize
+    # 0 is a limit like any other (every blob a link), not "none".
+    inline_max = args.inline_max if getattr(args, "inline_max", None) is not None else sys.maxsize
     fit = FitLimits()
     if hasattr(args, "max_image_side"):
         try:
@@ -208,12 +210,14 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
 
             usable = usable_settings(settings)
             gateway = partial(door_gateway, usable, inline=options.inline)
-            return build_proxy(usable, specs, options, gateway, roots, prestarted)
+            hidden = unservable_tools(usable, inline=options.inline)
+            return build_proxy(usable, specs, options, gateway, roots, prestarted, hidden)
 
         return serve_stdio_started(specs, build)
     usable = usable_settings(settings)
     gateway = door_gateway(usable, inline=options.inline)
-    proxy = build_proxy(usable, specs, options, gateway, roots)
+    hidden = unservable_tools(usable, inline=gateway.runs_here)
+    proxy = build_proxy(usable, specs, options, gateway, roots, hidden_tools=hidden)
     where = "the one given with --token" if args.token else str(settings.home / "mcp-token")
     sys.stderr.write(
         f"mcp-media: MCP over streamable HTTP on http://{listen[0]}:{listen[1]}/mcp "

@@ -35,7 +35,7 @@ from workers.core.door_settings import McpSettings
 from workers.doors.mcp.outcomes import door_failure, failure_line
 from workers.doors.mcp.peers import Peer
 from workers.doors.mcp.proxy_resources import ProxyResources
-from workers.doors.mcp.rewriter import MediaRewriter
+from workers.doors.mcp.rewriter import MediaRewriter, own_line
 from workers.doors.mcp.routing import Router, handshake_era_call
 from workers.doors.mcp.tasks import Tasks
 from workers.doors.mcp.tasks_wire import HandshakeTasks
@@ -212,7 +212,7 @@ class Proxy:
                 reason,
                 exc_info=None if named else exc,
             )
-            note = types.TextContent(type="text", text=unprocessed_note(reason))
+            note = types.TextContent(type="text", text=own_line(unprocessed_note(reason)))
             return result.model_copy(update={"content": [*result.content, note]})
         self.resources.remember_links(rewritten.get("content", []))
         return types.CallToolResult.model_validate(rewritten)

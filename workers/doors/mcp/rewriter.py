@@ -21,6 +21,7 @@ from typing import Any
 import anyio.to_thread
 
 from pipelines import ingest
+from pipelines.blocks import unwrap_result
 from pipelines.fit_cache import FOLDER, FittedCopies
 from pipelines.ingest import NeedsWork
 from pipelines.media import JobRequest, MediaKind
@@ -41,6 +42,30 @@ def failure_reason(exc: BaseException, gateway: JobGateway | None = None) -> str
     full disk; the broker gone or refusing writes, as `gateway` reads it), named by its code
     as the HTTP door names it, else the error's type and message."""
     return failure_line(door_failure(exc, gateway))
+
+
+def own_line(text: str) -> str:
+    """`text` on lines of its own: a client that joins text blocks with nothing between
+    them (several agents do) never glues our tag to the upstream's last word."""
+    return f"\n{text.strip(chr(10))}\n"
+
+
+def own_lines(original: Any, rewritten: dict[str, Any]) -> dict[str, Any]:
+    """`rewritten` with each text block the door added (not in the `original` content) on
+    lines of its own."""
+    theirs = original if isinstance(original, list) else []
+    content = rewritten.get("content")
+    if isinstance(content, list):
+        rewritten["content"] = [
+            {**block, "text": own_line(block["text"])}
+            if isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+            and block not in theirs
+            else block
+            for block in content
+        ]
+    return rewritten
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +152,8 @@ class MediaRewriter:
             # younger than 10 minutes) and the cache prunes the least recently used first.
             with suppress(OSError):
                 os.utime(blob.path)
-        return rewrite_result(result, rendered, notes, self.options.policy, self.copies)
+        rewritten = rewrite_result(result, rendered, notes, self.options.policy, self.copies)
+        return own_lines(unwrap_result(result).get("content"), rewritten)
 
     async def rewrite_async(
         self, result: Mapping[str, Any], server: str | None = None

@@ -33,9 +33,10 @@ def build_proxy(
     gateway: JobGateway | Callable[[], JobGateway],
     allowed_roots: Sequence[Path] = (),
     prestarted: Prestarted | None = None,
+    hidden_tools: frozenset[str] = frozenset(),
 ) -> Proxy:
     rewriter = MediaRewriter(settings, options, gateway)
-    tools = OwnTools(rewriter, allowed_roots)
+    tools = OwnTools(rewriter, allowed_roots, hidden_tools)
     return Proxy(specs, rewriter, tools, settings.mcp, prestarted)
 
 
