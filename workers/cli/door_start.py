@@ -107,27 +107,40 @@ def _warn_if_silent(gateway: JobGateway) -> None:
 
 
 def unservable_tools(settings: Settings, *, inline: bool) -> frozenset[str]:
-    """The own speech tools nothing can serve: jobs run here (no broker known) and their
-    model is not prepared. Not offered, so the model does not call them to fail; one
+    """The own speech tools nothing can serve: their model is not prepared and jobs run
+    here (no broker known). Not offered, so the model does not call them to fail; one
     WARNING each says which model is missing and how to get it."""
+    tts, _ = tts_model(settings)
+    missing = [
+        (tool, what, folder)
+        for tool, what, folder in (
+            (
+                "transcribe_audio",
+                "speech-to-text",
+                settings.stt.model_dir or settings.models_root / settings.stt.model,
+            ),
+            ("speak", "text-to-speech", tts),
+        )
+        if not folder.is_dir()
+    ]
+    if not missing or (not inline and _broker_known(settings)):
+        return frozenset()  # served here, or by workers elsewhere
+    for tool, what, folder in missing:
+        log.warning(
+            "no %s model at %s: %s is not offered; prepare it with `make models` or "
+            "`mcp-media models prepare`",
+            what,
+            folder,
+            tool,
+        )
+    return frozenset(tool for tool, _, _ in missing)
+
+
+def _broker_known(settings: Settings) -> bool:
+    if settings.redis_url:
+        return True
+    if not (settings.home / "redis").is_dir():
+        return False  # no embedded broker here: its module (and Redis's) stays unloaded
     from workers.broker.embedded import running_embedded
 
-    if not inline and (settings.redis_url or running_embedded(settings.home) is not None):
-        return frozenset()  # workers elsewhere may serve them
-    hidden = set()
-    stt = settings.stt.model_dir or settings.models_root / settings.stt.model
-    tts, _ = tts_model(settings)
-    for tool, what, folder in (
-        ("transcribe_audio", "speech-to-text", stt),
-        ("speak", "text-to-speech", tts),
-    ):
-        if not folder.is_dir():
-            hidden.add(tool)
-            log.warning(
-                "no %s model at %s: %s is not offered; prepare it with `make models` or "
-                "`mcp-media models prepare`",
-                what,
-                folder,
-                tool,
-            )
-    return frozenset(hidden)
+    return running_embedded(settings.home) is not None
