@@ -42,7 +42,7 @@ def test_with_workers_the_summary_arrives_in_the_rewritten_result(cluster: Clust
     assert out["jsonrpc"] == "2.0" and out["id"] == 9
     content = out["result"]["content"]
     assert [b["type"] for b in content] == ["text", "text"]
-    assert content[1]["text"].startswith("MEDIA:")
+    assert content[1]["text"].startswith("\nMEDIA:")  # our block: on lines of its own
     assert "A bar chart with two bars." in content[1]["text"]
     assert out["result"]["isError"] is False
     assert cluster.fake.request_count == 1

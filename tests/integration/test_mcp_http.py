@@ -91,9 +91,8 @@ def test_client_with_the_token_lists_and_calls_own_tools(http_door: tuple[str, s
             assert client.server_info.name == "mcp-media"
             assert client.server_info.version == version("mcp-media")
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert names == {
-                "describe_image", "transcribe_audio", "speak", "media_result", "media_status",
-            }  # fmt: skip
+            # Jobs run here and this home has no models: the speech tools are not offered.
+            assert names == {"describe_image", "media_result", "media_status"}
             status = await client.call_tool("media_status", {})
             assert status.structured_content == INLINE_IDLE
 

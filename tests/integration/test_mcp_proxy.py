@@ -82,14 +82,15 @@ def test_image_policies_with_inline_summaries(
             result = await client.call_tool("screenshot", {})
             assert kinds(result) == expected
             note = texts(result)[-1]
-            assert note.startswith("MEDIA:") and "An invoice for $1,250." in note
+            assert note.startswith("\nMEDIA:") and note.endswith("\n")  # lines of its own
+            assert "An invoice for $1,250." in note
             if policy == "link":
                 link = result.content[1]
                 assert isinstance(link, types.ResourceLink)
                 read = await client.read_resource(str(link.uri))
                 (blob,) = read.contents
                 assert isinstance(blob, types.BlobResourceContents)
-                cached = Path(note.splitlines()[0].removeprefix("MEDIA:"))
+                cached = Path(note.splitlines()[1].removeprefix("MEDIA:"))
                 assert base64.b64decode(blob.blob) == cached.read_bytes()
 
     run(scenario)
@@ -105,7 +106,7 @@ def test_structured_output_error_results_and_upstream_errors_pass_through(
             failed = await client.call_tool("error_with_image", {})
             assert failed.is_error
             assert kinds(failed) == ["text", "image", "text"]
-            assert texts(failed)[1].startswith("MEDIA:")
+            assert texts(failed)[1].startswith("\nMEDIA:")
             refused = await client.call_tool("refuse", {})
             assert refused.is_error and "refused on purpose" in " ".join(texts(refused))
             unknown = await client.call_tool("no_such_tool", {})  # the upstream's own answer
@@ -568,7 +569,7 @@ def test_audio_policies_on_an_embedded_audio_blob(
             result = await client.call_tool("embedded_audio", {})
             assert kinds(result) == expected
             assert texts(result)[0] == "The clip."
-            note = texts(result)[-1]
+            note = texts(result)[-1].strip("\n")  # our block: on lines of its own
             assert note.startswith("MEDIA:") and note.splitlines()[0].endswith(".wav")
             assert "still running" in note and "media_result" in note
             cached = Path(note.splitlines()[0].removeprefix("MEDIA:"))

@@ -238,7 +238,10 @@ def test_a_job_no_worker_serves_is_said_at_once_and_its_task_ends_while_it_can_b
 
         cluster.start_worker("vision", concurrency=1)
         done = _job_result(client, final["_meta"][JOB])
-        assert done["status"] == "done" and "A test image." in done["output"]["summary"]
+        # The summary is said once, in the text (not again in structuredContent).
+        assert done["status"] == "done" and "summary" not in done["output"]
+        got = client.call("media_result", {"id": final["_meta"][JOB]}, tasks=False)
+        assert "A test image." in got["content"][0]["text"]
     finally:
         client.close()
 

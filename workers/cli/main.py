@@ -215,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         check_text_args(args)
-        settings = Settings()
+        settings = getattr(args, "load_settings", Settings)()
         confine_process(settings.home)
         code: int = args.handler(args, settings)
     except ValidationError as exc:

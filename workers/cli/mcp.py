@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from pipelines.blocks import unwrap_result
 from pipelines.errors import InvalidToolResult
@@ -13,9 +14,19 @@ from pipelines.fit import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_RESULT_BYTES, Fit
 from pipelines.render import unprocessed_note
 from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
 from workers.cli.common import CliError, print_json
+from workers.cli.door_start import (
+    door_gateway,
+    forgiving_settings,
+    unservable_tools,
+    usable_settings,
+)
 from workers.core.settings import Settings
 from workers.doors.mcp.rewriter import DoorOptions, MediaRewriter, failure_reason
 from workers.gateways.connect import open_gateway
+
+if TYPE_CHECKING:
+    from workers.doors.mcp.proxy import Proxy
+    from workers.doors.mcp.upstream_process import Prestarted
 
 
 def add_door_flags(p: argparse.ArgumentParser, *, serves_links: bool = True) -> None:
@@ -80,7 +91,8 @@ def _positive(value: str) -> int:
 
 def door_options(args: argparse.Namespace) -> DoorOptions:
     # Without --inline-max (intercept) nothing becomes a link: no server could serve it.
-    inline_max = getattr(args, "inline_max", None) or sys.maxsize
+    # 0 is a limit like any other (every blob a link), not "none".
+    inline_max = args.inline_max if getattr(args, "inline_max", None) is not None else sys.maxsize
     fit = FitLimits()
     if hasattr(args, "max_image_side"):
         try:
@@ -168,6 +180,8 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
         "--token",
         help="the bearer token for --http (default: generated in $MCP_MEDIA_HOME/mcp-token)",
     )
+    # A server an agent starts fails open: a setting it cannot use is dropped, not fatal.
+    p.set_defaults(load_settings=forgiving_settings)
 
 
 def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> int:
@@ -175,7 +189,7 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
 
     from workers.doors.listen import ListenError, check_free
     from workers.doors.mcp.http import parse_listen, resolve_token, serve_http
-    from workers.doors.mcp.serve import build_proxy, serve_stdio
+    from workers.doors.mcp.serve import build_proxy
 
     listen = token = None
     if args.http:
@@ -186,10 +200,24 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
         except ListenError as exc:
             raise CliError(str(exc)) from None
     options = door_options(args)
-    gateway = open_gateway(settings, inline=options.inline)
-    proxy = build_proxy(settings, specs, options, gateway, [Path(r) for r in args.allow_root])
+    roots = [Path(r) for r in args.allow_root]
     if listen is None or token is None:
-        return serve_stdio(proxy)
+        from workers.doors.mcp.launch import serve_stdio_started
+
+        def build(prestarted: Prestarted) -> Proxy:
+            # After the upstreams started: their start-up overlaps the door's imports.
+            from workers.doors.mcp.serve import build_proxy
+
+            usable = usable_settings(settings)
+            gateway = partial(door_gateway, usable, inline=options.inline)
+            hidden = unservable_tools(usable, inline=options.inline)
+            return build_proxy(usable, specs, options, gateway, roots, prestarted, hidden)
+
+        return serve_stdio_started(specs, build)
+    usable = usable_settings(settings)
+    gateway = door_gateway(usable, inline=options.inline)
+    hidden = unservable_tools(usable, inline=gateway.runs_here)
+    proxy = build_proxy(usable, specs, options, gateway, roots, hidden_tools=hidden)
     where = "the one given with --token" if args.token else str(settings.home / "mcp-token")
     sys.stderr.write(
         f"mcp-media: MCP over streamable HTTP on http://{listen[0]}:{listen[1]}/mcp "

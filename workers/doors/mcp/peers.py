@@ -48,6 +48,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from workers.core.door_settings import McpSettings
 from workers.doors.mcp.upstream import Upstream, UpstreamSpec
+from workers.doors.mcp.upstream_process import Prestarted
 
 log = logging.getLogger("mcp_media.proxy")
 
@@ -104,6 +105,7 @@ class Peer:
         connection: Connection | None,
         publish: Publish | None,
         changed: Changed,
+        prestarted: Prestarted | None = None,
     ) -> None:
         self.connection = connection
         self.events: InMemorySubscriptionBus | None = None
@@ -113,7 +115,7 @@ class Peer:
         self._publish = publish
         self._changed = changed
         self.upstreams = {
-            spec.name: Upstream(spec, self._message, limits, self.client_callbacks())
+            spec.name: Upstream(spec, self._message, limits, self.client_callbacks(), prestarted)
             for spec in specs
         }
         self.tool_names: dict[str, frozenset[str]] = {}  # each upstream's, as last listed

@@ -28,17 +28,20 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
 
 from pipelines.errors import InvalidToolResult
+from pipelines.outcomes import Outcome
 from pipelines.render import unprocessed_note
 from workers import version
 from workers.core.door_settings import McpSettings
+from workers.doors.mcp.outcomes import door_failure, failure_line
 from workers.doors.mcp.peers import Peer
 from workers.doors.mcp.proxy_resources import ProxyResources
-from workers.doors.mcp.rewriter import MediaRewriter, failure_reason
+from workers.doors.mcp.rewriter import MediaRewriter, own_line
 from workers.doors.mcp.routing import Router, handshake_era_call
 from workers.doors.mcp.tasks import Tasks
 from workers.doors.mcp.tasks_wire import HandshakeTasks
 from workers.doors.mcp.tools import OwnTools, error_result
 from workers.doors.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
+from workers.doors.mcp.upstream_process import Prestarted
 from workers.doors.mcp.upstream_tasks import as_upstream_task, call_as_upstream_task
 
 log = logging.getLogger("mcp_media.proxy")
@@ -53,11 +56,12 @@ class Proxy:
         rewriter: MediaRewriter,
         tools: OwnTools,
         limits: McpSettings | None = None,
+        prestarted: Prestarted | None = None,
     ) -> None:
         self.rewriter = rewriter
         self.tools = tools
         self.limits = limits or McpSettings()
-        self.router = Router(specs, self.limits)
+        self.router = Router(specs, self.limits, prestarted)
         self.resources = ProxyResources(self.router, tools)
         self._schemas: dict[str, Any] = {}  # input schemas of the tools last listed
         self.server: Server[Any] = _ProxyServer(
@@ -131,6 +135,7 @@ class Proxy:
         taken = {tool.name for tool in tools}
         tools += [tool for tool in self.tools.definitions() if tool.name not in taken]
         self._schemas = {tool.name: tool.input_schema for tool in tools}
+        self.rewriter.open_soon()  # the first answers are out: the jobs' turn
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(
@@ -198,9 +203,16 @@ class Proxy:
             log.warning("result of %s not rewritten: %s", params.name, exc)
             return result
         except Exception as exc:  # the broker, the disk, a bug: still never lose a result
-            reason = failure_reason(exc, self.rewriter.gateway)
-            log.error("result of %s forwarded unprocessed: %s", params.name, reason, exc_info=exc)
-            note = types.TextContent(type="text", text=unprocessed_note(reason))
+            failure = door_failure(exc, self.rewriter.gateway)
+            reason = failure_line(failure)
+            named = failure.outcome is not Outcome.INTERNAL  # a bug alone needs its traceback
+            log.error(
+                "result of %s forwarded unprocessed: %s",
+                params.name,
+                reason,
+                exc_info=None if named else exc,
+            )
+            note = types.TextContent(type="text", text=own_line(unprocessed_note(reason)))
             return result.model_copy(update={"content": [*result.content, note]})
         self.resources.remember_links(rewritten.get("content", []))
         return types.CallToolResult.model_validate(rewritten)

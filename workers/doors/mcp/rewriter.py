@@ -9,14 +9,19 @@ fetch them later.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
 
 from pipelines import ingest
+from pipelines.blocks import unwrap_result
 from pipelines.fit_cache import FOLDER, FittedCopies
 from pipelines.ingest import NeedsWork
 from pipelines.media import JobRequest, MediaKind
@@ -39,6 +44,30 @@ def failure_reason(exc: BaseException, gateway: JobGateway | None = None) -> str
     return failure_line(door_failure(exc, gateway))
 
 
+def own_line(text: str) -> str:
+    """`text` on lines of its own: a client that joins text blocks with nothing between
+    them (several agents do) never glues our tag to the upstream's last word."""
+    return f"\n{text.strip(chr(10))}\n"
+
+
+def own_lines(original: Any, rewritten: dict[str, Any]) -> dict[str, Any]:
+    """`rewritten` with each text block the door added (not in the `original` content) on
+    lines of its own."""
+    theirs = original if isinstance(original, list) else []
+    content = rewritten.get("content")
+    if isinstance(content, list):
+        rewritten["content"] = [
+            {**block, "text": own_line(block["text"])}
+            if isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+            and block not in theirs
+            else block
+            for block in content
+        ]
+    return rewritten
+
+
 @dataclass(frozen=True, slots=True)
 class DoorOptions:
     policy: RewritePolicy = field(default_factory=RewritePolicy)
@@ -50,12 +79,55 @@ class DoorOptions:
 class MediaRewriter:
     """Rewrites tool results for one door process; safe to call from several threads."""
 
-    def __init__(self, settings: Settings, options: DoorOptions, gateway: JobGateway) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        options: DoorOptions,
+        gateway: JobGateway | Callable[[], JobGateway],
+    ) -> None:
+        """`gateway`, or how to open it: a door opens it once its first answers are out
+        (initialize and tools/list need none, and opening one imports the job machinery),
+        on `open_soon` or at its first use."""
         self.settings = settings
         self.options = options
-        self.gateway = gateway
+        self._gateway: JobGateway | Future[JobGateway]
+        self._opener: Callable[[], JobGateway] | None = None
+        if callable(gateway):
+            self._gateway, self._opener = Future(), gateway
+        else:
+            self._gateway = gateway
+        self._opening = threading.Lock()
         self.copies = FittedCopies(settings.cache_root / FOLDER)  # what `fit` made before
-        log.info("jobs run %s", "in this process" if self.gateway.runs_here else "on the queues")
+
+    def open_soon(self) -> None:
+        """Start opening the gateway in a thread, if it is not open or opening already."""
+        with self._opening:
+            opener, self._opener = self._opener, None
+        if opener is not None:
+            threading.Thread(target=self._open, args=(opener,), daemon=True).start()
+
+    def _open(self, opener: Callable[[], JobGateway]) -> None:
+        assert isinstance(self._gateway, Future)
+        try:
+            self._gateway.set_result(opener())
+        except BaseException as exc:  # handed to whoever uses the gateway
+            self._gateway.set_exception(exc)
+
+    @property
+    def gateway(self) -> JobGateway:
+        if isinstance(self._gateway, Future):
+            self.open_soon()
+            gateway = self._gateway.result()
+            log.info("jobs run %s", "here" if gateway.runs_here else "on the queues")
+            self._gateway = gateway
+        return self._gateway
+
+    async def _gateway_ready(self) -> JobGateway:
+        """`gateway` for a caller on the event loop: waited for in a thread while it opens."""
+        if isinstance(self._gateway, Future) and not self._gateway.done():
+            self.open_soon()
+            await anyio.to_thread.run_sync(self._gateway.exception)
+        return self.gateway
 
     def close(self, finish_jobs: bool = False) -> None:
         """Disconnect; `finish_jobs` lets jobs running here end and write their results."""
@@ -75,7 +147,13 @@ class MediaRewriter:
         self, result: Mapping[str, Any], rendered: RenderedResult, handles: list[JobHandle]
     ) -> dict[str, Any]:
         notes = job_notes(handles, MCP_FETCH, ADVICE)
-        return rewrite_result(result, rendered, notes, self.options.policy, self.copies)
+        for blob in rendered.media:
+            # Handed out again: fresh. Agents' gateways may pass on only recent files (e.g.
+            # younger than 10 minutes) and the cache prunes the least recently used first.
+            with suppress(OSError):
+                os.utime(blob.path)
+        rewritten = rewrite_result(result, rendered, notes, self.options.policy, self.copies)
+        return own_lines(unwrap_result(result).get("content"), rewritten)
 
     async def rewrite_async(
         self, result: Mapping[str, Any], server: str | None = None
@@ -85,7 +163,7 @@ class MediaRewriter:
         again: a hash and a stat), with stored results found where jobs run here, is
         rewritten on the loop; a new blob (written, synced, decoded), a job to wait for, or
         a broker to ask goes to a thread. On a busy machine each hand-off waits for a core."""
-        if not self.gateway.runs_here:  # asking a broker: a network round trip
+        if not (await self._gateway_ready()).runs_here:  # asking a broker: a round trip
             return await anyio.to_thread.run_sync(self.rewrite, result, server)
         try:
             rendered = ingest(

@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from workers.core.door_settings import McpSettings
 from workers.doors.mcp.peers import Peer, RequestPeers, connection_of, http_request, is_modern
 from workers.doors.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
+from workers.doors.mcp.upstream_process import Prestarted
 
 log = logging.getLogger("mcp_media.proxy")
 T = TypeVar("T")
@@ -35,9 +36,16 @@ class Router:
     """The upstream sessions of every client connection, and the way to the one a request
     names."""
 
-    def __init__(self, specs: Sequence[UpstreamSpec], limits: McpSettings) -> None:
+    def __init__(
+        self,
+        specs: Sequence[UpstreamSpec],
+        limits: McpSettings,
+        prestarted: Prestarted | None = None,
+    ) -> None:
         self.specs = tuple(specs)
         self.limits = limits
+        # The stdio upstreams started ahead, for the first client connection's sessions.
+        self._prestarted = prestarted or Prestarted()
         self.prefixed = len(self.specs) > 1
         # Each client connection's upstream sessions (`peers`): the stdio 2026 client's is
         # `_modern`, and a 2026 request over HTTP has its own (`_requests`).
@@ -69,6 +77,7 @@ class Router:
         with anyio.CancelScope(shield=True):
             for peer in self.peers():
                 await peer.close()
+            await self._prestarted.close()
 
     def peer(self, ctx: Any) -> Peer:
         """The upstream sessions of the connection `ctx` came on, started on its first use
@@ -95,7 +104,7 @@ class Router:
             raise MCPError(types.INTERNAL_ERROR, "the proxy is not running its upstreams")
         # A 2026 request over HTTP hears its own sessions' changes only (`Peer.events`).
         publish = None if own else self.events.publish
-        peer = Peer(self.specs, self.limits, connection, publish, self._changed)
+        peer = Peer(self.specs, self.limits, connection, publish, self._changed, self._prestarted)
         peer.start(self._tasks, self._requests.slots if own else None)
         return peer
 
@@ -155,11 +164,23 @@ class Router:
     async def pages(
         self, peer: Peer, upstream: Upstream, fetch: Callable[..., Awaitable[Any]], field: str
     ) -> list[Any]:
-        """Every item of an upstream's paginated list, following its cursors (MAX_PAGES)."""
+        """Every item of an upstream's paginated list, following its cursors (MAX_PAGES).
+
+        An upstream without the capability (a tools-only server: no resources, no prompts)
+        lists nothing: the proxy advertises them for its own media and for the upstreams
+        that have them, and a method it advertised never answers -32601."""
+        if not _advertised(getattr(fetch, "__self__", None), field):
+            return []
         items: list[Any] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            page = await self.guard(peer, upstream, fetch(cursor=cursor))
+            try:
+                page = await self.guard(peer, upstream, fetch(cursor=cursor))
+            except MCPError as exc:
+                if exc.code != types.METHOD_NOT_FOUND:
+                    raise
+                log.info("upstream %s lists no %s: %s", upstream.name, field, exc.message)
+                return items
             items += getattr(page, field)
             cursor = page.next_cursor
             if not cursor:
@@ -193,3 +214,20 @@ def handshake_era_call() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         yield
+
+
+# The server capability behind each list the proxy merges.
+_CAPABILITY = {"resources": "resources", "resource_templates": "resources", "prompts": "prompts"}
+
+
+def _advertised(client: Any, field: str) -> bool:
+    """Whether the upstream session `client` declared the capability behind `field` (True
+    when unknown: asking is then the way to find out)."""
+    capability = _CAPABILITY.get(field)
+    if capability is None or client is None:
+        return True
+    try:
+        declared = client.server_capabilities
+    except Exception:  # not connected: the call itself will say so
+        return True
+    return getattr(declared, capability, None) is not None

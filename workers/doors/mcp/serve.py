@@ -9,7 +9,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -21,6 +21,7 @@ from workers.doors.mcp.proxy import Proxy
 from workers.doors.mcp.rewriter import DoorOptions, MediaRewriter
 from workers.doors.mcp.tools import OwnTools
 from workers.doors.mcp.upstream import UpstreamSpec
+from workers.doors.mcp.upstream_process import Prestarted
 
 log = logging.getLogger("mcp_media.proxy")
 
@@ -29,11 +30,14 @@ def build_proxy(
     settings: Settings,
     specs: Sequence[UpstreamSpec],
     options: DoorOptions,
-    gateway: JobGateway,
+    gateway: JobGateway | Callable[[], JobGateway],
     allowed_roots: Sequence[Path] = (),
+    prestarted: Prestarted | None = None,
+    hidden_tools: frozenset[str] = frozenset(),
 ) -> Proxy:
     rewriter = MediaRewriter(settings, options, gateway)
-    return Proxy(specs, rewriter, OwnTools(rewriter, allowed_roots), settings.mcp)
+    tools = OwnTools(rewriter, allowed_roots, hidden_tools)
+    return Proxy(specs, rewriter, tools, settings.mcp, prestarted)
 
 
 async def stop_on_signals(proxy: Proxy) -> None:
@@ -48,7 +52,7 @@ async def stop_on_signals(proxy: Proxy) -> None:
             os._exit(128 + signum)
 
 
-async def _serve_stdio(proxy: Proxy) -> None:
+async def serve_stdio_async(proxy: Proxy) -> None:
     """Until stdin closes or a signal comes; then every upstream is stopped (and its
     process reaped) before this returns. Signals are heard while the upstreams stop too."""
     async with anyio.create_task_group() as tasks:
@@ -64,7 +68,7 @@ async def _serve_stdio(proxy: Proxy) -> None:
 
 def serve_stdio(proxy: Proxy) -> int:
     try:
-        anyio.run(_serve_stdio, proxy)
+        anyio.run(serve_stdio_async, proxy)
     finally:
         proxy.rewriter.close()
     return 0

@@ -60,8 +60,14 @@ class ToolInputError(Exception):
 
 
 class OwnTools:
-    def __init__(self, rewriter: MediaRewriter, allowed_roots: Sequence[Path] = ()) -> None:
+    def __init__(
+        self,
+        rewriter: MediaRewriter,
+        allowed_roots: Sequence[Path] = (),
+        hidden: frozenset[str] = frozenset(),
+    ) -> None:
         self.rewriter = rewriter
+        self.hidden = hidden  # not offered: nothing can serve them (no model, no workers)
         self.settings = rewriter.settings
         self.roots = [root.resolve() for root in allowed_roots]
         self._calls: dict[str, Callable[[dict[str, Any]], Awaitable[types.CallToolResult]]] = {
@@ -73,7 +79,7 @@ class OwnTools:
         }
 
     def definitions(self) -> list[types.Tool]:
-        return list(DEFINITIONS)
+        return [tool for tool in DEFINITIONS if tool.name not in self.hidden]
 
     def has(self, name: str) -> bool:
         return name in self._calls
@@ -265,12 +271,12 @@ class OwnTools:
             }
             text = pending_line(key.capability.value, ident, MCP_FETCH)
         else:
+            text = result_note(envelope, ADVICE) or job_line(envelope)
             structured = {
                 "status": envelope.status.value,
                 "capability": key.capability.value,
-                "result": dict(envelope.to_json()),
+                "result": _without_said(dict(envelope.to_json())),
             }
-            text = result_note(envelope, ADVICE) or job_line(envelope)
             made = envelope.status is Status.DONE and key.capability is Capability.AUDIO_SYNTHESIZE
             spoken = self._speech(envelope.output) if made else None
             if spoken is not None:
@@ -351,6 +357,19 @@ class OwnTools:
             structured_content=structured,
             is_error=envelope is not None and envelope.status is Status.FAILED,
         )
+
+
+# What the text block of media_result says already: a client that shows the model both the
+# text and structuredContent (several do) would give it the summary or transcript twice.
+_SAID = ("summary", "text")
+
+
+def _without_said(result: dict[str, Any]) -> dict[str, Any]:
+    """The result's envelope without the output its text block gives."""
+    output = result.get("output")
+    if isinstance(output, dict):
+        result["output"] = {k: v for k, v in output.items() if k not in _SAID}
+    return result
 
 
 def _formatted(output: Any, fmt: str, words: bool = False) -> str:

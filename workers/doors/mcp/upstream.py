@@ -8,24 +8,25 @@ flight fail, the session is torn down, and the next call starts it again after a
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import Process
 from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.subscriptions import event_to_notification
 
-from workers.core.confinement import user_environment
 from workers.core.door_settings import McpSettings
+from workers.doors.mcp.upstream_process import Prestarted, spawn_environment
+from workers.doors.mcp.upstream_specs import ConfigFileError, UpstreamSpec, read_config
 from workers.doors.mcp.upstream_stdio import upstream_stdio
+
+__all__ = ["ConfigFileError", "Upstream", "UpstreamDown", "UpstreamSpec", "read_config"]
 
 log = logging.getLogger("mcp_media.proxy")
 
@@ -34,117 +35,18 @@ BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 STABLE_AFTER = 60.0  # seconds up after which a failure starts the back-off over
 WAIT_OUT_BACKOFF = 5.0  # a call waits for a shorter back-off instead of failing
-_HTTP = ("http://", "https://")  # an upstream by URL
-
-
-class ConfigFileError(Exception):
-    """The mcpServers file cannot be used; the message says where."""
 
 
 class UpstreamDown(Exception):
     """The upstream cannot be reached now; the message says why and when it is tried again."""
 
 
-@dataclass(frozen=True, slots=True)
-class UpstreamSpec:
-    name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    transport: str = "streamable-http"  # or "sse", for `url`
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-    def describe(self) -> str:
-        return self.url or " ".join([self.command or "", *self.args]).strip()
-
-
-def parse_config(text: str, origin: str = "config") -> list[UpstreamSpec]:
-    """The `mcpServers` JSON of desktop MCP clients: stdio `command`/`args`/`env`, or remote
-    `url` with `type` (streamable-http, http or sse) and `headers`."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConfigFileError(f"{origin} is not JSON: {exc}") from None
-    servers = data.get("mcpServers") if isinstance(data, Mapping) else None
-    if not isinstance(servers, Mapping) or not servers:
-        raise ConfigFileError(f"{origin}: expected an object with a non-empty `mcpServers`")
-    specs = []
-    for name, entry in servers.items():
-        where = f"{origin}: mcpServers.{name}"
-        if not isinstance(entry, Mapping):
-            raise ConfigFileError(f"{where} must be an object")
-        if not name or "__" in name:
-            raise ConfigFileError(f"{where}: a server name must be non-empty, without `__`")
-        if entry.get("disabled") is True:
-            continue
-        specs.append(_spec(name, entry, where))
-    if not specs:
-        raise ConfigFileError(f"{origin}: every server is disabled")
-    return specs
-
-
-def _strings(value: Any, where: str, kind: type) -> Any:
-    if value is None:
-        return kind()
-    if kind is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
-    if (
-        kind is dict
-        and isinstance(value, Mapping)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-    ):
-        return dict(value)
-    raise ConfigFileError(
-        f"{where} must be a list of strings"
-        if kind is list
-        else f"{where} must map strings to strings"
-    )
-
-
-def _spec(name: str, entry: Mapping[str, Any], where: str) -> UpstreamSpec:
-    command, url = entry.get("command"), entry.get("url")
-    if isinstance(command, str) and command:
-        return UpstreamSpec(
-            name=name,
-            command=command,
-            args=tuple(_strings(entry.get("args"), f"{where}.args", list)),
-            env=_strings(entry.get("env"), f"{where}.env", dict),
-            cwd=entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
-        )
-    if isinstance(url, str) and url.startswith(_HTTP):
-        kind = entry.get("type") or entry.get("transport") or "streamable-http"
-        if kind == "http":
-            kind = "streamable-http"
-        if kind not in ("streamable-http", "sse"):
-            raise ConfigFileError(f"{where}.type {kind!r}: use streamable-http or sse")
-        return UpstreamSpec(
-            name=name,
-            url=url,
-            transport=kind,
-            headers=_strings(entry.get("headers"), f"{where}.headers", dict),
-        )
-    raise ConfigFileError(f"{where} needs a `command` (stdio) or an http(s) `url`")
-
-
-def read_config(path: Path) -> list[UpstreamSpec]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigFileError(f"cannot read {path}: {exc}") from None
-    return parse_config(text, str(path))
-
-
-def _target(spec: UpstreamSpec, limits: McpSettings) -> Any:
+def _target(spec: UpstreamSpec, limits: McpSettings, process: Process | None = None) -> Any:
     if spec.command is not None:
         params = StdioServerParameters(
-            command=spec.command,
-            args=list(spec.args),
-            env={**user_environment(), **spec.env},
-            cwd=spec.cwd,
+            command=spec.command, args=list(spec.args), env=spawn_environment(spec), cwd=spec.cwd
         )
-        return upstream_stdio(spec.name, params, limits.max_upstream_message_bytes)
+        return upstream_stdio(spec.name, params, limits.max_upstream_message_bytes, process=process)
     assert spec.url is not None
     import httpx2
 
@@ -206,8 +108,10 @@ class Upstream:
         on_message: MessageHandler,
         limits: McpSettings | None = None,
         callbacks: Mapping[str, Any] | None = None,
+        prestarted: Prestarted | None = None,
     ) -> None:
         self.spec = spec
+        self._prestarted = prestarted  # its process may have been started ahead
         self.limits = limits or McpSettings()
         self._on_message = on_message
         self._callbacks = dict(callbacks or {})  # what the client behind us declared
@@ -251,8 +155,9 @@ class Upstream:
             try:
                 # The handshake, not the `server/discover` probe: SDK 1.x servers log a long
                 # error at each unknown method, and every server still speaks the handshake.
+                ahead = self._prestarted.take(self.name) if self._prestarted else None
                 async with Client(
-                    _target(self.spec, self.limits),
+                    _target(self.spec, self.limits, ahead),
                     mode="legacy",
                     message_handler=self._handle,
                     read_timeout_seconds=self.limits.call_timeout,  # tools/call: see Proxy

@@ -10,21 +10,18 @@ the only request in flight is the one it answered. With several in flight and no
 is guessed: the per-call timeout settles them. A line that is no response (a stray log
 line) settles nothing.
 
-Shutdown fits in the second or two a client gives the proxy itself (the SDK's own waits 2 s
-then 2 s more): stdin closed, STOP_GRACE for the server to leave, then SIGTERM to its
-process group and, KILL_GRACE later, SIGKILL; the process is reaped before we return.
+The process is started, or taken ready from `Prestarted`, and stopped by
+`workers.doors.mcp.upstream_process`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import signal
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -32,12 +29,13 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import mcp_types as types
-from anyio.abc import ByteReceiveStream
+from anyio.abc import ByteReceiveStream, Process
 from mcp import StdioServerParameters
 from mcp.client.stdio import _drain_stdout, get_default_environment
 from mcp.shared.message import SessionMessage
 
 from workers.doors.mcp.envelope import valid_id
+from workers.doors.mcp.upstream_process import spawn, stop_process
 
 log = logging.getLogger("mcp_media.proxy")
 
@@ -45,9 +43,6 @@ READ_BYTES = 1024 * 1024  # asked per read; a pipe hands over what it holds
 THREAD_PARSE_BYTES = 1024 * 1024  # lines above this are parsed off the event loop
 ID_SCAN_BYTES = 64 * 1024  # where a line's id is looked for when the line cannot be used
 _FLUSH_TIMEOUT = 0.5
-STOP_GRACE = 0.5  # after stdin closes, before SIGTERM
-KILL_GRACE = 0.5  # after SIGTERM, before SIGKILL
-_POLL = 0.01
 
 # JSON tokens, without descending into values: strings whole, brackets, separators, scalars.
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,"]|[^\s{}\[\]:,"]+')
@@ -254,52 +249,19 @@ class _Reader:
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
-async def _exited(process: Any, within: float) -> bool:
-    """Whether the process ended within `within` s (returncode polled: `wait()` would also
-    wait for its pipes, which a grandchild may hold)."""
-    with anyio.move_on_after(within):
-        while process.returncode is None:
-            await anyio.sleep(_POLL)
-    return process.returncode is not None
-
-
-def _signal_group(process: Any, sig: int) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(process.pid, sig)  # its own group (start_new_session): children too
-
-
-async def stop_process(process: Any) -> None:
-    """Close stdin, then SIGTERM, then SIGKILL the upstream's process group; reap it."""
-    await _close(process.stdin)
-    if not await _exited(process, STOP_GRACE):
-        _signal_group(process, signal.SIGTERM)
-        if not await _exited(process, KILL_GRACE):
-            _signal_group(process, signal.SIGKILL)
-            if not await _exited(process, KILL_GRACE):
-                log.warning("upstream process %d outlived SIGKILL", process.pid)
-    if process.returncode is not None:
-        _signal_group(process, signal.SIGKILL)  # what it left behind in its group
-    await _close(process.stdout)
-
-
-async def _close(stream: Any) -> None:
-    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        await stream.aclose()
-
-
 @asynccontextmanager
 async def upstream_stdio(
-    name: str, server: StdioServerParameters, max_bytes: int, errlog: TextIO = sys.stderr
+    name: str,
+    server: StdioServerParameters,
+    max_bytes: int,
+    errlog: TextIO = sys.stderr,
+    process: Process | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """Spawn the upstream (its own process group) and exchange messages over its stdio;
-    its stderr goes straight to ours (a file descriptor, nothing buffered here)."""
-    process = await anyio.open_process(
-        [server.command, *server.args],
-        env=get_default_environment() | (server.env or {}),
-        stderr=errlog,
-        cwd=server.cwd,
-        start_new_session=True,
-    )
+    """Spawn the upstream (its own process group), or use its `process` started ahead, and
+    exchange messages over its stdio."""
+    if process is None:
+        env = get_default_environment() | (server.env or {})
+        process = await spawn(server.command, server.args, env, server.cwd, errlog)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     in_flight = _InFlight()
