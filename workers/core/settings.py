@@ -120,6 +120,9 @@ class JobSettings(BaseModel):
     tts_seconds_per_mib: float = Field(default=20000.0, ge=0)  # ~20 s per 1000 characters
     speech_max_limit: float = Field(default=1800.0, gt=0)  # 2 h of audio at RTF 0.25
     high_water: int = Field(default=500, ge=1)  # reprocess waits while a queue holds more
+    # A worker told to stop (SIGTERM) lets its running jobs finish this long, then hands the
+    # rest back and exits: inside Kubernetes' default terminationGracePeriodSeconds (30).
+    shutdown_grace: float = Field(default=25.0, ge=0)
 
 
 class StoreSettings(BaseModel):
