@@ -67,11 +67,12 @@ def terminate(workers: Sequence[Worker], grace: float) -> dict[str, object]:
             code: int | None = worker.proc.wait(timeout=remaining)
         except subprocess.TimeoutExpired:
             code = None
-        handed = sum(int(n) for n in _HANDED.findall(worker.text()))
+        found = _HANDED.findall(worker.text())
         report[f"victim{index}"] = {
             "exit": code,
             "exit_s": round(time.monotonic() - started, 1),
-            "handed_back": handed,
+            "grace_over": bool(found),  # False: its jobs ended within the grace
+            "handed_back": sum(int(n) for n in found),
         }
     return report
 
@@ -141,8 +142,9 @@ def prefork_batch(
 
 def longer_than_grace(cluster: Cluster, workdir: Path, tag: int = 0, grace: float = 1.0) -> Outcome:
     """One vision job of 45 s on a worker that gets SIGTERM with a grace of 1 s: it hands the
-    job back and exits long before the job could end; the other worker runs it, once."""
-    cluster.env_vars.update(SLOW_PROVIDER)
+    job back and exits long before the job could end; the other worker runs it, once. One
+    provider slot in the cluster: the other worker gets it only if the hand-back frees it."""
+    cluster.env_vars.update({**SLOW_PROVIDER, "MCP_MEDIA_VISION__MAX_CONCURRENCY": "1"})
     cluster.fake.set(latency=45.0, reply="long")
     workers = [
         cluster.start_worker("vision", 1, MCP_MEDIA_JOBS__SHUTDOWN_GRACE=str(grace))
@@ -164,6 +166,10 @@ def longer_than_grace(cluster: Cluster, workdir: Path, tag: int = 0, grace: floa
     finally:
         client.close()
     ran_on_survivor = stored_counts([survivor])[str(handles[0].key)]
+    # Its claim was released with the hand-back: the other worker ran it at its first try,
+    # never finding the key claimed (each such try is an attempt, retried later).
+    envelope = finished[0].envelope
+    attempts = envelope.attempts if envelope is not None else None
     for worker in workers:
         worker.stop()
     result = outcome(
@@ -174,6 +180,7 @@ def longer_than_grace(cluster: Cluster, workdir: Path, tag: int = 0, grace: floa
         grace_s=grace,
         unfinished_at_exit=unfinished,
         stored_by_survivor=ran_on_survivor,
+        attempts=attempts,
     )
     result.extra.update(victims_report)
     return result

@@ -48,3 +48,4 @@ def test_a_job_longer_than_the_grace_is_handed_back_and_run_once(
     assert isinstance(victim, dict) and victim["handed_back"] == 1, result.line()
     assert result.extra["unfinished_at_exit"] is True, result.line()
     assert result.extra["stored_by_survivor"] == 1, result.line()
+    assert result.extra["attempts"] == 1, result.line()

@@ -8,13 +8,14 @@ bound. Here a watchdog, started by the same signal, ends it `jobs.shutdown_grace
 later: what still runs then is handed back and the process exits at once.
 
 Handing back, in order: the heartbeat stops (so nothing renews a lease), the pool children
-running a job are killed (prefork; a thread cannot be stopped, the exit ends it), every
-message this worker holds unacked is restored to the head of its queue (kombu's own restore,
-the one it runs when a channel closes), the leases are dropped (no reaper re-sends a job
-already back in its queue), then the claims of the handed-back jobs are released and their
-delivery uncounted (a scale-down is not the job's fault: it must not count towards the
-dead-letter cap). Another worker takes each one at once: no visibility timeout, no lease or
-claim left to expire.
+running a job are killed (prefork; a thread cannot be stopped, the exit ends it), the leases
+are dropped (no reaper re-sends a job that is back in its queue), the claims and provider
+slots this worker's processes took (their tokens say so: `claims.taken_here`) are released
+and the handed-back jobs' deliveries uncounted (a scale-down is not the job's fault: it must
+not count towards the dead-letter cap); last, every message this worker holds unacked is
+restored to the head of its queue (kombu's own restore, the one it runs when a channel
+closes). Another worker takes each job at once: no visibility timeout, no lease, claim or
+slot left to expire.
 
 Why not Celery's soft shutdown (`worker_soft_shutdown_timeout`, 5.5+): it belongs to the cold
 shutdown (SIGQUIT; SIGTERM only through the REMAP_SIGTERM environment variable, read when
@@ -41,6 +42,8 @@ from celery.signals import worker_ready, worker_shutting_down
 
 from pipelines.results import ResultKey
 from workers.core import keys
+from workers.jobs.stages import VISION_SLOT
+from workers.state.claims import taken_here
 from workers.state.job_records import RedisJobRecords
 from workers.state.redis_values import RELEASE
 from workers.state.shared_state import broker_client
@@ -100,22 +103,27 @@ class Grace:
         from workers.runtime import signals
 
         signals.stop_heartbeat(HEARTBEAT_JOIN_SECONDS)
-        active = list(state.active_requests)
-        held = [r.id for r in [*active, *state.reserved_requests]]
-        own = {os.getpid()}
+        active = _snapshot(state.active_requests)
+        held = [r.id for r in [*active, *_snapshot(state.reserved_requests)]]
         for request in active:
             pid = getattr(request, "worker_pid", None)
-            if pid and pid != os.getpid():
-                own.add(int(pid))
+            if pid and pid != os.getpid():  # a prefork child; a thread ends with the process
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
         settings = self.app.conf.mcp_media_settings
         client = broker_client(settings, self.app.conf.broker_url, bounded=True)
         try:
-            self._restore_unacked()
             if held:
                 client.zrem(keys.LEASES, *held)
-            return [r.id for r in active if self._release(client, r, own)]
+            _release_slots(client)
+            released = [r.id for r in active if _release_claim(client, r)]
+            # The messages last, the exit right after: a worker that takes one finds its key
+            # free (a claim still held would have it retry seconds later). A vision thread
+            # of ours ending in these few milliseconds may still store its result; the other
+            # delivery then finds it, unless it looked just before: the one window for a
+            # second run, a thread's last milliseconds (a prefork child is already dead).
+            self._restore_unacked()
+            return released
         finally:
             client.close()
 
@@ -127,23 +135,39 @@ class Grace:
         task_consumer = getattr(self.consumer, "task_consumer", None)
         qos = getattr(getattr(task_consumer, "channel", None), "qos", None)
         if qos is not None:
-            for tag in list(qos._delivered):
+            for tag in _snapshot(qos._delivered):
                 qos.restore_by_tag(tag)
 
-    @staticmethod
-    def _release(client: Any, request: Any, own: set[int]) -> bool:
-        """Release the claim on a running job's key if one of our processes holds it."""
-        try:
-            key = keys.claim(ResultKey.parse(str((request.kwargs or {})["key"])))
-        except (KeyError, ValueError, TypeError):
-            return False
-        token = client.get(key)
-        holder = token.split(b":")[0] if token is not None else b""
-        if not holder.isdigit() or int(holder) not in own:
-            return False
-        client.register_script(RELEASE)(keys=[key], args=[token])
-        RedisJobRecords(client).uncount_delivery(request.id)
-        return True
+
+def _snapshot(items: Any) -> list[Any]:
+    """A copy of a collection the event loop may change meanwhile."""
+    for _ in range(100):
+        with contextlib.suppress(RuntimeError):  # changed size during iteration: again
+            return list(items)
+    return []
+
+
+def _release_claim(client: Any, request: Any) -> bool:
+    """Release the claim on a running job's key if this worker's processes took it, and
+    uncount that delivery (a scale-down is not the job's fault)."""
+    try:
+        key = keys.claim(ResultKey.parse(str((request.kwargs or {})["key"])))
+    except (KeyError, ValueError, TypeError):
+        return False
+    token = client.get(key)
+    if token is None or not taken_here(token):
+        return False
+    client.register_script(RELEASE)(keys=[key], args=[token])
+    RedisJobRecords(client).uncount_delivery(request.id)
+    return True
+
+
+def _release_slots(client: Any) -> None:
+    """The provider slots this worker's jobs held: free for others now, not after their TTL."""
+    name = keys.semaphore(VISION_SLOT)
+    ours = [m for m in client.zrange(name, 0, -1) if taken_here(m)]
+    if ours:
+        client.zrem(name, *ours)
 
 
 def register(app: Celery) -> None:
