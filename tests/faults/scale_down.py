@@ -113,18 +113,22 @@ def _batch(
     return result
 
 
-def threads_batch(cluster: Cluster, workdir: Path, tag: int = 0, grace: float = 3.0) -> Outcome:
-    """Three vision workers (threads pool, 2 threads) on 24 jobs of 1 s each; two get SIGTERM
-    while they run jobs. Their running jobs end within the grace: acked, not run again."""
+def threads_batch(
+    cluster: Cluster, workdir: Path, tag: int = 0, grace: float = 3.0, latency: float = 1.0
+) -> Outcome:
+    """Three vision workers (threads pool, 2 threads) on 24 jobs of `latency` s each; two get
+    SIGTERM while they run jobs. With jobs shorter than the grace their running jobs end and
+    are acked; with longer ones they are handed back mid-batch and run elsewhere, once."""
     cluster.env_vars.update(SLOW_PROVIDER)
-    cluster.fake.set(latency=1.0, reply="scale-down")
+    cluster.fake.set(latency=latency, reply="scale-down")
     workers = [
         cluster.start_worker("vision", 2, MCP_MEDIA_JOBS__SHUTDOWN_GRACE=str(grace))
         for _ in range(3)
     ]
     seeds = range(500_000 + tag * 100, 500_024 + tag * 100)
     jobs = image_jobs(cluster, workdir, seeds)
-    return _batch(cluster, "scale_down_threads", jobs, workers, workers[:2], grace)
+    name = "scale_down_threads" if grace >= latency else "scale_down_threads_hand_back"
+    return _batch(cluster, name, jobs, workers, workers[:2], grace)
 
 
 def prefork_batch(
@@ -207,6 +211,7 @@ def run(runs: int, burners: int, workdir: Path) -> int:
             for index in range(1, runs + 1):
                 for result in (
                     threads_batch(cluster, workdir, index),
+                    threads_batch(cluster, workdir, 50 + index, grace=0.5, latency=3.0),
                     prefork_batch(cluster, spoken, workdir, index),
                     longer_than_grace(cluster, workdir, index),
                 ):

@@ -28,6 +28,13 @@ def test_threads_workers_scaled_down_mid_batch(node: Cluster, tmp_path: Path) ->
     assert exited(result) == [0, 0], result.line()
 
 
+def test_threads_workers_hand_back_mid_batch(node: Cluster, tmp_path: Path) -> None:
+    result = scale_down.threads_batch(node, tmp_path, grace=0.5, latency=3.0)
+    check(result)
+    assert result.completed == result.submitted, result.line()
+    assert exited(result) == [0, 0], result.line()
+
+
 def test_prefork_worker_scaled_down_mid_batch(
     node: Cluster, spoken: scenarios.Spoken, tmp_path: Path
 ) -> None:
