@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 export MCP_MEDIA_HOME ?= $(CURDIR)/.home
 
-.PHONY: install run test test-faults test-unit soak hostile fuzz lint format bench models clean upstreams
+.PHONY: install run test test-faults test-unit soak hostile fuzz lint format bench models clean upstreams schemas
 
 install: $(STAMP)
 
@@ -34,7 +34,15 @@ $(UPSTREAMS)/node_modules/.installed: $(UPSTREAMS)/package.json $(UPSTREAMS)/pac
 	npm ci --prefix $(UPSTREAMS) --no-audit --no-fund --silent
 	touch $@
 
-test: $(STAMP) upstreams
+# KEDA's schemas the deploy/ tests validate the ScaledObjects against offline (npm, pinned).
+SCHEMAS := tests/support/schemas
+schemas: $(SCHEMAS)/node_modules/.installed
+
+$(SCHEMAS)/node_modules/.installed: $(SCHEMAS)/package.json $(SCHEMAS)/package-lock.json
+	npm ci --prefix $(SCHEMAS) --no-audit --no-fund --silent
+	touch $@
+
+test: $(STAMP) upstreams schemas
 	$(BIN)/python -m pytest -m "not faults" --durations=20
 
 test-faults: $(STAMP)

@@ -16,9 +16,11 @@ from bench import (
     ingest,
     jobs,
     kokoro,
+    lanes,
     mcp,
     nodes,
     quality,
+    reprocess_plan,
     results,
     speech,
     text,
@@ -34,9 +36,11 @@ SUITES = {
     "text": text.run,
     "api": api.run,
     "admission": admission.run,
+    "lanes": lanes.run,
     "quality": quality.run,
     "kokoro": kokoro.run,
     "words": words.run,
+    "reprocess_plan": reprocess_plan.run,
 }
 
 

@@ -220,6 +220,11 @@ class ResultFiles(Protocol):
 
     def read(self, key: ResultKey) -> Envelope | None: ...
     def write(self, envelope: Envelope) -> object: ...
+    def replace(self, envelope: Envelope) -> Status | None:
+        """`write`, answering the status of the result it replaced (None: the key had
+        none): where the key stood, from the truth, when its index entry has expired."""
+        ...
+
     def scan(self) -> Iterator[Envelope]: ...
     def scan_capability(self, capability: Capability) -> Iterator[Envelope]: ...
 
@@ -259,6 +264,11 @@ class Sidecars:
                 tmp.unlink()
             raise
         return target
+
+    def replace(self, envelope: Envelope) -> Status | None:
+        before = self.read(envelope.key)
+        self.write(envelope)
+        return before.status if before is not None else None
 
     def scan(self) -> Iterator[Envelope]:
         """Every readable sidecar, for rebuilding an index or counting."""

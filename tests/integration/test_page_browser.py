@@ -19,6 +19,7 @@ from tests.support.browser import click, count, log_in, screenshot, shows, wait_
 from tests.support.factories import noisy_png
 from tests.support.serve import serve
 from workers.core import keys
+from workers.core.capabilities import Lane
 from workers.gateways.cluster import JobHandle, MediaClient
 from workers.runtime.recovery import HEARTBEAT_SECONDS, STALL_SECONDS
 
@@ -89,6 +90,7 @@ def test_tiles_count_a_seeded_run_update_live_and_missing_reprocesses_to_100(
             )
             detail = browser.find_element(By.CSS_SELECTOR, "#counts-vision .run .detail").text
             assert detail.startswith("2/2 finished (done 2"), detail
+            assert "; enqueued 2/2" in detail, detail  # of the total the run planned
             wait_until("done = 6", lambda: shows(browser, "vision", "done", 6))
             assert browser.execute_script("return window.notReloaded") is True
             screenshot(browser, "jobs-page-reprocessed")
@@ -124,6 +126,12 @@ def test_pause_stops_the_queue_taking_jobs_and_resume_restarts_it(
                 lambda: "paused" in browser.find_element(By.ID, "counts-vision").text,
             )
             handles = [submit(client, cache_image(cluster, seed)) for seed in (11, 12)]
+            batch = cache_image(cluster, 13)  # a pause holds the batch lane too
+            handles.append(
+                client.submit_one(
+                    Capability.VISION_SUMMARIZE, batch.name.split(".")[0], batch, lane=Lane.BATCH
+                )
+            )
             # A worker started during the pause holds off from its start.
             later = cluster.start_worker("vision")
             wait_until(
@@ -138,18 +146,21 @@ def test_pause_stops_the_queue_taking_jobs_and_resume_restarts_it(
                 "both paused workers to have beaten past the watchdog's stall time",
                 lambda: len([w for w in view.live_workers() if w.seen > past and w.paused]) == 2,
             )
-            assert view.queue_lengths(["vision"]) == {"vision": 2}
+            assert view.queue_lengths(["vision", "vision.batch"]) == {
+                "vision": 2,
+                "vision.batch": 1,
+            }
             assert cluster.fake.request_count == 0
             for each in (worker, later):
                 assert "consumer stalled" not in each.text()
                 assert each.proc.poll() is None
-            wait_until("waiting = 2 on the page", lambda: shows(browser, "vision", "waiting", 2))
+            wait_until("waiting = 3 on the page", lambda: shows(browser, "vision", "waiting", 3))
             screenshot(browser, "jobs-page-paused")
 
             click(browser, "#counts-vision button.resume")
             finished = client.wait(handles, timeout=120)
-            assert [h.status for h in finished] == [Status.DONE, Status.DONE]
-            wait_until("done = 2 on the page", lambda: shows(browser, "vision", "done", 2))
+            assert [h.status for h in finished] == [Status.DONE] * 3
+            wait_until("done = 3 on the page", lambda: shows(browser, "vision", "done", 3))
             wait_until("waiting = 0 on the page", lambda: shows(browser, "vision", "waiting", 0))
             assert not view.paused_queues()
     finally:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from pipelines.results import Envelope, Status
+from pipelines.results import Envelope, ResultKey, Status
 from tests.support import state_contract as contract
 from tests.support.state_contract.common import KEY, OTHER, envelope
 from workers.broker.celery_config import base_app
@@ -56,7 +56,11 @@ def harness(client: redis.Redis[bytes], broker: Broker) -> contract.Harness:
     def enqueue(state: SharedState, queue: str, count: int) -> None:
         client.rpush(queue, *[b"{}"] * count)  # messages no worker took
 
-    return contract.Harness(make, time.sleep, announce, enqueue)
+    def expire_entries(state: SharedState) -> None:
+        for key in client.scan_iter(match=f"{keys.PREFIX}:result:*"):
+            client.expire(key, 0)
+
+    return contract.Harness(make, time.sleep, announce, enqueue, expire_entries)
 
 
 @pytest.mark.parametrize(
@@ -147,17 +151,104 @@ def test_a_key_restored_after_its_index_entry_expired_is_counted_once(
     assert state.status.counts(OTHER.capability.value) == {"failed": 1}
 
 
+# The previous version's script, verbatim: it kept one `keys.counted` field per key stored.
+PREVIOUS_INDEX_COUNTED = """
+local was = redis.call('hget', KEYS[3], ARGV[4])
+if not was then
+  local old = redis.call('get', KEYS[1])
+  if old then
+    local ok, status = pcall(function() return cjson.decode(old)['status'] end)
+    if ok and type(status) == 'string' then was = status end
+  end
+end
+redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('hset', KEYS[3], ARGV[4], ARGV[3])
+if was == ARGV[3] then return 0 end
+if was and tonumber(redis.call('hget', KEYS[2], was) or '0') > 0 then
+  redis.call('hincrby', KEYS[2], was, -1)
+end
+redis.call('hincrby', KEYS[2], ARGV[3], 1)
+return 1
+"""
+
+
+def _put_as_before(client: redis.Redis[bytes], state: SharedState, stored: Envelope) -> None:
+    """What the previous version's results port did: the sidecar, then its script."""
+    state.results.sidecars.write(stored)
+    capability = stored.key.capability.value
+    client.register_script(PREVIOUS_INDEX_COUNTED)(
+        keys=[keys.result(stored.key), keys.counts(capability), keys.counted(capability)],
+        args=[json.dumps(stored.to_json()), 3600, stored.status.value, str(stored.key)],
+    )
+
+
+@pytest.mark.parametrize("entry", ["alive", "expired", "expired, no sidecar"])
+def test_keys_counted_by_the_previous_version_move_from_its_marks(
+    client: redis.Redis[bytes], tmp_path: Path, entry: str
+) -> None:
+    """The previous version's per-key marks still say where a key stood; each is taken as
+    its key is stored again, so the hash only shrinks."""
+    state = _state(client, tmp_path)
+    capability = KEY.capability.value
+    _put_as_before(client, state, envelope(status=Status.FAILED, job_id="first"))
+    _put_as_before(client, state, envelope(OTHER, status=Status.FAILED, job_id="other"))
+    assert client.hget(keys.counted(capability), str(KEY)) == b"failed"
+    if entry != "alive":
+        client.delete(keys.result(KEY))
+    if entry == "expired, no sidecar":
+        state.results.sidecars.path(KEY).unlink()  # type: ignore[attr-defined]
+    state.results.put(envelope(status=Status.DONE, job_id="retried"))
+    assert state.status.counts(capability) == {"done": 1}
+    assert not client.hexists(keys.counted(capability), str(KEY))  # taken
+    assert client.hget(keys.counted(OTHER.capability.value), str(OTHER)) == b"failed"
+
+
 def test_a_key_counted_before_its_status_was_kept_moves_from_its_index_entry(
     client: redis.Redis[bytes], tmp_path: Path
 ) -> None:
     """Counters written by a version that kept no `keys.counted` field: the index entry still
     says where the key stands."""
     state = _state(client, tmp_path)
-    state.results.put(envelope(status=Status.FAILED, job_id="first"))
+    _put_as_before(client, state, envelope(status=Status.FAILED, job_id="first"))
     capability = KEY.capability.value
     assert client.hdel(keys.counted(capability), str(KEY)) == 1
+    state.results.sidecars.path(KEY).unlink()  # type: ignore[attr-defined]
     state.results.put(envelope(status=Status.DONE, job_id="retried"))
     assert state.status.counts(capability) == {"done": 1}
+
+
+def test_nothing_is_kept_per_key_once_its_index_entry_expires(
+    client: redis.Redis[bytes], tmp_path: Path
+) -> None:
+    """The counters keep no mark per key: once every key that expires has (the index
+    entries, their `latest` and job pointers), what is left is the same for 250 keys as
+    for 600, and every key is still counted once when it is stored again."""
+    state = _state(client, tmp_path)
+    left: dict[int, tuple[set[bytes], int]] = {}
+    for stored in (250, 600):
+        client.flushall()
+        for n in range(stored):
+            key = ResultKey(KEY.capability, KEY.version, f"{n:064x}")
+            state.results.put(envelope(key, status=Status.FAILED, job_id=f"j{n}"))
+        for name in list(client.scan_iter(match="*")):
+            if client.ttl(name) > 0:
+                client.delete(name)  # as its TTL would
+        remaining = set(client.scan_iter(match="*"))
+        left[stored] = (remaining, sum(client.memory_usage(name) or 0 for name in remaining))
+        for n in range(stored):
+            key = ResultKey(KEY.capability, KEY.version, f"{n:064x}")
+            state.results.put(envelope(key, status=Status.DONE, job_id=f"again{n}"))
+        assert state.status.counts(KEY.capability.value) == {"done": stored}
+    assert (
+        left[250][0]
+        == left[600][0]
+        == {
+            keys.counts(KEY.capability.value).encode(),
+            keys.RECENT.encode(),
+        }
+    )
+    assert not client.exists(keys.counted(KEY.capability.value))
+    assert abs(left[600][1] - left[250][1]) < 1_000  # the recent list holds 200 either way
 
 
 def test_a_result_is_stored_announced_and_admission_moved_in_one_pipeline(

@@ -10,12 +10,16 @@ import sys
 import time
 from pathlib import Path
 
+import httpx2
 import pytest
 import redis
 
 from pipelines import ingest
+from tests.faults.scenarios import image_jobs
 from tests.integration.conftest import ROOT, Cluster
 from tests.integration.test_vision_jobs import image_result
+from tests.support.serve import serve
+from workers.core.gateway import QueueFull
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +41,8 @@ def test_dry_run_then_run_then_nothing_left(cluster: Cluster, tmp_path: Path) ->
     cluster.start_worker("vision")
     done = cluster.cli_json("reprocess", "--kind", "image")
     assert done == {
+        "total": 5,
+        "resumed": 0,
         "selected": 5,
         "enqueued": 5,
         "skipped": 0,
@@ -91,7 +97,8 @@ def test_degraded_results_are_retried_only_when_asked(cluster: Cluster, tmp_path
 
 def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path) -> None:
     seed(cluster, tmp_path, list(range(30, 42)))
-    env = cluster.env(MCP_MEDIA_JOBS__HIGH_WATER="3")
+    lanes = {"MCP_MEDIA_JOBS__HIGH_WATER": "3", "MCP_MEDIA_JOBS__BATCH_HIGH_WATER": "3"}
+    env = cluster.env(**lanes)
     run = subprocess.Popen(
         [sys.executable, "-m", "workers.cli.main", "reprocess", "--json"],
         stdout=subprocess.PIPE,
@@ -103,13 +110,24 @@ def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path)
     client = redis.Redis.from_url(cluster.broker.url)
     try:
         deadline = time.monotonic() + 30
-        while client.llen("vision") < 3 and time.monotonic() < deadline:
+        while client.llen("vision.batch") < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         observed = []
         for _ in range(20):
-            observed.append(int(client.llen("vision")))
+            observed.append(int(client.llen("vision.batch")))
             time.sleep(0.05)
-        assert max(observed) == 3  # no worker yet: the run holds at the high-water mark
+        assert max(observed) == 3  # no worker yet: the run holds at the batch lane's high water
+        # The batch lane is full; live work is admitted by the live lane's own high water.
+        live = image_jobs(cluster, tmp_path, range(60, 64))
+        door = cluster.client(**lanes)
+        try:
+            for job in live[:3]:
+                door.submit_one(job.capability, job.sha256, job.path, limit=True)
+            with pytest.raises(QueueFull):
+                door.submit_one(live[3].capability, live[3].sha256, live[3].path, limit=True)
+        finally:
+            door.close()
+        assert (client.llen("vision"), client.llen("vision.batch")) == (3, 3)
 
         second = cluster.cli("reprocess", "--kind", "image")
         assert second.returncode == 2
@@ -120,7 +138,11 @@ def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path)
         assert run.returncode == 0, err
         summary = json.loads(out)
         assert summary["enqueued"] == 12 and summary["done"] == 12
-        assert "reprocess: enqueued" in err  # plain progress lines when not a terminal
+        # With --json, progress is one JSON object a line: done / total, rate, time left.
+        lines = [json.loads(line)["reprocess"] for line in err.splitlines()]
+        assert lines[0]["total"] == 12 and lines[-1]["done"] == 12
+        assert lines[-1]["rate"] > 0 and {"eta_seconds", "seconds"} <= set(lines[-1])
+        assert cluster.fake.request_count == 15  # the live jobs ran too
     finally:
         if run.poll() is None:
             run.kill()
@@ -129,7 +151,7 @@ def test_back_pressure_and_the_single_run_lock(cluster: Cluster, tmp_path: Path)
 
 def test_a_crashed_run_cannot_hold_the_lock(cluster: Cluster, tmp_path: Path) -> None:
     seed(cluster, tmp_path, list(range(50, 56)))
-    env = cluster.env(MCP_MEDIA_JOBS__HIGH_WATER="1")
+    env = cluster.env(MCP_MEDIA_JOBS__BATCH_HIGH_WATER="1")
     run = subprocess.Popen(
         [sys.executable, "-m", "workers.cli.main", "reprocess"],
         stdout=subprocess.DEVNULL,
@@ -148,3 +170,63 @@ def test_a_crashed_run_cannot_hold_the_lock(cluster: Cluster, tmp_path: Path) ->
         assert 0 < ttl <= 30  # expires by itself; nobody has to clean up after the crash
     finally:
         client.close()
+
+
+def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: Path) -> None:
+    """SIGKILL mid-run: the next run lists after the last item submitted, and a forced run
+    (which would otherwise submit everything again) submits each item once."""
+    seed(cluster, tmp_path, list(range(60, 66)))
+    env = cluster.env(MCP_MEDIA_JOBS__BATCH_HIGH_WATER="2")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli.main", "reprocess", "--kind", "image", "--all"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
+    )
+    client = redis.Redis.from_url(cluster.broker.url)
+    checkpoint = "mcp-media:reprocess-checkpoint:image"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            raw = client.get(checkpoint)
+            if raw is not None and json.loads(raw)["submitted"] == 2:
+                break
+            time.sleep(0.05)
+        assert client.llen("vision.batch") == 2  # no worker: the run waits at the high water
+        run.send_signal(signal.SIGKILL)
+        assert run.wait(timeout=10) == -signal.SIGKILL
+        stopped = json.loads(client.get(checkpoint) or b"{}")
+        assert stopped["submitted"] == 2 and not stopped.get("complete")
+        client.delete("mcp-media:reprocess:image")  # what its expiry would do in 30 s
+
+        cluster.start_worker("vision")
+        resumed = cluster.cli_json(
+            "reprocess", "--kind", "image", "--all", MCP_MEDIA_JOBS__BATCH_HIGH_WATER="2"
+        )
+        assert resumed["resumed"] == 2
+        assert resumed["total"] == 4 and resumed["enqueued"] == 4 and resumed["done"] == 4
+        deadline = time.monotonic() + 60
+        while cluster.fake.request_count < 6 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the two the killed run submitted finish on their own
+        # Each image was summarised once: nothing the killed run submitted was sent again.
+        assert cluster.fake.request_count == 6
+        assert json.loads(client.get(checkpoint) or b"{}")["complete"] is True
+        again = cluster.cli_json("reprocess", "--kind", "image", "--all", "--dry-run")
+        assert again["resumed"] == 0 and again["selected"] == 6  # a finished run starts afresh
+    finally:
+        if run.poll() is None:
+            run.kill()
+        client.close()
+
+
+def test_the_run_shows_on_metrics_and_the_jobs_page(cluster: Cluster, tmp_path: Path) -> None:
+    seed(cluster, tmp_path, [70, 71, 72])
+    cluster.start_worker("vision")
+    assert cluster.cli_json("reprocess", "--kind", "image")["done"] == 3
+    with serve(cluster) as served, httpx2.Client(timeout=10) as http:
+        auth = {"Authorization": f"Bearer {served.key}"}
+        metrics = http.get(f"{served.url}/metrics", headers=auth).text
+        for name, value in (("total", 3), ("submitted", 3), ("done", 3), ("running", 0)):
+            assert f'mcp_media_reprocess_{name}{{kind="image"}} {value:.1f}' in metrics, name
+        assert 'mcp_media_reprocess_total{kind="audio"}' not in metrics  # no audio run

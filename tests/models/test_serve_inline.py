@@ -4,12 +4,15 @@ to a broker would fail: every answer here came from the in-process gateway."""
 
 from __future__ import annotations
 
+import re
+
 import httpx2
 import pytest
 
 from tests.support.cluster import Cluster
 from tests.support.net import free_port
 from tests.support.serve import DETERMINISTIC_VOICE, serve
+from workers.core.capabilities import lane_queues
 
 pytestmark = pytest.mark.models
 
@@ -40,4 +43,12 @@ def test_serve_inline_speaks_and_transcribes_with_no_broker(speech_cluster: Clus
         assert "every job" in words and "process" in words, heard.text
         ready = httpx2.get(f"{served.url}/readyz", timeout=30)
         assert ready.status_code == 200 and ready.json()["status"] == "ready", ready.text
+        # /metrics shows this process's own queues: nothing waits once the jobs are done
+        auth = {"Authorization": f"Bearer {served.key}"}
+        metrics = httpx2.get(f"{served.url}/metrics", headers=auth, timeout=30).text
+        waiting = re.findall(r'^mcp_media_queue_waiting\{.*queue="([^"]+)"\} (\S+)$', metrics, re.M)
+        assert dict(waiting) == {q: "0.0" for q in lane_queues()}, waiting
+        assert re.search(
+            r'^mcp_media_jobs\{capability="audio.synthesize",status="done"\} [1-9]', metrics, re.M
+        )
     assert not (speech_cluster.home / "redis").exists()  # no embedded broker was started

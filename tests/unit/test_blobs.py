@@ -19,6 +19,7 @@ from workers.core.settings import Settings
 from workers.files.blobs import BlobMissing, BlobRef, Listed, LocalBlobs
 from workers.files.node_cache import REPLICAS, NodeCache, input_ref
 from workers.files.s3 import Location
+from workers.files.store_index import LocalIndex
 
 pytestmark = pytest.mark.unit
 
@@ -57,11 +58,6 @@ class MemoryBlobs:
         self.reads += 1
         data = self.objects[ref.sha256][1]
         return iter([data[:10], data[10:]])
-
-    def inputs(self, kind: MediaKind) -> Iterator[Listed]:
-        for ref, _, output in self.objects.values():
-            if ref.kind is kind and not output:
-                yield Listed(ref, 0.0)
 
     def close(self) -> None:
         return None
@@ -112,7 +108,10 @@ def test_local_blobs_are_the_cache_itself(tmp_path: Path) -> None:
     blobs = LocalBlobs(cache)
     ref = BlobRef(stored.sha256, MediaKind.IMAGE, ".png", stored.size)
     assert blobs.has(ref) and b"".join(blobs.chunks(ref)) == PNG_1x1
-    assert [item.ref for item in blobs.inputs(MediaKind.IMAGE)] == [ref]
+    index = LocalIndex(cache, tmp_path / "results")  # the cache's folders are its index
+    assert [index.listed(MediaKind.IMAGE, i) for i in index.inputs(MediaKind.IMAGE)] == [
+        Listed(ref, stored.path.stat().st_mtime, stored.path)
+    ]
     node = NodeCache(cache, blobs, 1 << 20)
     assert node.local(ref) == stored.path
     missing = BlobRef(sha(b"nobody"), MediaKind.IMAGE, ".png", 6)

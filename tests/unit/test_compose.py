@@ -1,8 +1,8 @@
 """The deployment files keep what docs/guides/scaling.md promises.
 
-docker-compose.yml, the Dockerfile, .dockerignore and the KEDA examples are parsed (no Docker
-engine needed) and checked against the project's own Settings and capability time limits, so
-a change to a job limit or a queue shows up here, not in production.
+docker-compose.yml, the Dockerfile and .dockerignore are parsed (no Docker engine needed) and
+checked against the project's own Settings and capability time limits, so a change to a job
+limit or a queue shows up here, not in production. (deploy/ is checked by test_deploy.py.)
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
-KEDA = ROOT / "docs" / "keda"
 WORKERS = {"worker-vision": "vision", "worker-stt": "stt", "worker-tts": "tts"}
 THREAD_VARS = {
     "vision": ("MCP_MEDIA_VISION__CONCURRENCY",),
@@ -565,49 +564,3 @@ def test_dockerignore_sends_sources_only() -> None:
     for path in (".venv/bin/python", ".home/cache/x", ".git/HEAD", "tests/unit/test_cache.py"):
         assert _ignored(path, patterns), path
     assert _ignored("workers/cli/__pycache__/main.cpython-311.pyc", patterns)
-
-
-def keda_documents() -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for path in sorted(KEDA.glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
-    return docs
-
-
-def test_keda_scales_each_queue_on_its_redis_list() -> None:
-    docs = keda_documents()
-    auths = {d["metadata"]["name"] for d in docs if d["kind"] == "TriggerAuthentication"}
-    deployment_ns = {
-        d["metadata"]["name"]: d["metadata"]["namespace"] for d in docs if d["kind"] == "Deployment"
-    }
-    deployments = set(deployment_ns)
-    lists: list[str] = []
-    for doc in (d for d in docs if d["kind"] == "ScaledObject"):
-        (trigger,) = doc["spec"]["triggers"]
-        meta = trigger["metadata"]
-        assert trigger["type"] == "redis"
-        assert trigger["authenticationRef"]["name"] in auths
-        assert "password" not in meta, "the password comes from a TriggerAuthentication"
-        assert int(meta["listLength"]) >= 1
-        lists.append(meta["listName"])
-        target = doc["spec"]["scaleTargetRef"]["name"]
-        assert target.endswith(f"worker-{meta['listName']}")
-        if target in deployments:
-            assert doc["metadata"]["namespace"] == deployment_ns[target]
-    assert sorted(lists) == sorted(QUEUES), "one ScaledObject per queue"
-
-
-def test_keda_deployment_grace_outlasts_the_longest_job(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    docs = [d for d in keda_documents() if d["kind"] == "Deployment"]
-    assert docs
-    for doc in docs:
-        spec = doc["spec"]["template"]["spec"]
-        (container,) = spec["containers"]
-        queue = flag_value([str(a) for a in container["args"]], "--queues")
-        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-        settings = _settings_for({"environment": env}, tmp_path)
-        _soft, hard = for_queue(queue).time_limits(settings, settings.max_blob_bytes)
-        assert spec["terminationGracePeriodSeconds"] > hard
-        assert spec["securityContext"]["runAsNonRoot"] is True

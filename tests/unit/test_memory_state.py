@@ -18,6 +18,7 @@ from workers.state.shared_state import SharedState, memory_state
 from workers.state.state_view import SharedStateView
 
 pytestmark = pytest.mark.unit
+RESULT_TTL = 3600.0
 
 
 class Clock:
@@ -51,10 +52,11 @@ def enqueue(state: SharedState, queue: str, count: int) -> None:
 def test_contract(port: str, check: contract.Check, tmp_path: Path) -> None:
     clock = Clock()
     harness = contract.Harness(
-        make=lambda root: memory_state(Sidecars(root / "results"), clock),
+        make=lambda root: memory_state(Sidecars(root / "results"), clock, RESULT_TTL),
         wait=clock.advance,
         announce=announce,
         enqueue=enqueue,
+        expire_entries=lambda _state: clock.advance(RESULT_TTL),
     )
     check(harness, tmp_path)
 

@@ -1,7 +1,8 @@
 """The Celery configuration every process shares, senders and workers alike.
 
-JSON only, one queue per capability, late acks, prefetch 1, no result backend: the sidecar
-file is the one copy of a result. The client builds its app here and only sends tasks by
+JSON only, two queues per capability (its live and batch lanes, consumed live first:
+`workers.broker.lanes`), late acks, prefetch 1, no result backend: the sidecar file is the
+one copy of a result. The client builds its app here and only sends tasks by
 name; `workers.runtime.worker_app` adds the tasks and signal hooks for worker processes.
 """
 
@@ -11,7 +12,7 @@ from celery import Celery
 from kombu.entity import Queue
 
 from workers.broker.target import RedisTarget
-from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.capabilities import CAPABILITIES, QUEUES, lane_queues
 from workers.core.settings import Settings
 
 
@@ -26,7 +27,9 @@ def base_app(settings: Settings, url: str | None = None) -> Celery:
     target = RedisTarget.of(settings, url)
     # Unacked messages come back after this; it must outlast the longest job.
     visibility = int(longest_hard_limit(settings) + 300)
-    broker = target.celery_conf({"visibility_timeout": visibility})
+    # The batch lanes' floor share (`workers.broker.lanes`, the transport's queue order).
+    options = {"visibility_timeout": visibility, "batch_every": settings.jobs.batch_every}
+    broker = target.celery_conf(options)
     app = Celery("mcp_media", broker=broker["broker_url"], set_as_current=False)
     app.conf.update(
         task_serializer="json",
@@ -50,7 +53,7 @@ def base_app(settings: Settings, url: str | None = None) -> Celery:
         broker_transport=broker["broker_transport"],
         broker_use_ssl=broker["broker_use_ssl"],
         broker_transport_options=broker["broker_transport_options"],
-        task_queues=[Queue(name) for name in QUEUES],  # type: ignore[no-untyped-call]
+        task_queues=[Queue(name) for name in lane_queues()],  # type: ignore[no-untyped-call]
         task_default_queue=QUEUES[0],
         task_routes={spec.task_name: {"queue": spec.queue} for spec in CAPABILITIES.values()},
         worker_send_task_events=True,

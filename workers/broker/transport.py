@@ -28,6 +28,9 @@ frees its slot: the consumer polls again, reconnects while Redis refuses writes,
 the next message the moment it writes again. The message stays in Redis' unacked set: its
 job comes back by its lease (workers.runtime.recovery) or the visibility timeout, and finds
 its result if it stored one.
+
+Both channels take `batch_every` from the transport options: the floor of the batch lanes
+in `workers.broker.lanes.LaneCycle`, the queue order the settings name.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from redis.sentinel import SentinelManagedConnection
 
+from workers.broker.lanes import DEFAULT_BATCH_EVERY, LANE_ORDER, LaneCycle
 from workers.broker.replies import BrokerUnwritable as BrokerUnwritable
 from workers.broker.replies import refuses_writes as refuses_writes
 
@@ -93,7 +97,22 @@ class QoS(kombu_redis.QoS):
             raise  # Celery logs "Couldn't ack" and goes on
 
 
-class Channel(kombu_redis.Channel):
+class _LaneFloor:
+    queue_order_strategy = LANE_ORDER  # a transport option may name another
+    batch_every = DEFAULT_BATCH_EVERY
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cycle = self._queue_cycle  # type: ignore[attr-defined]
+        if isinstance(cycle, LaneCycle):
+            cycle.every = int(self.batch_every)
+
+
+class Channel(_LaneFloor, kombu_redis.Channel):
+    from_transport_options = (  # type: ignore[assignment]
+        *kombu_redis.Channel.from_transport_options,
+        "batch_every",
+    )
     QoS = QoS
     connection_class = _Connection
     connection_class_ssl = _SSLConnection
@@ -102,7 +121,11 @@ class Channel(kombu_redis.Channel):
         return _connparams(self, kombu_redis.Channel, asynchronous)
 
 
-class SentinelChannel(kombu_redis.SentinelChannel):
+class SentinelChannel(_LaneFloor, kombu_redis.SentinelChannel):
+    from_transport_options = (  # type: ignore[assignment]
+        *kombu_redis.SentinelChannel.from_transport_options,
+        "batch_every",
+    )
     QoS = QoS
     connection_class = _SentinelConnection
     connection_class_ssl = _SentinelSSLConnection

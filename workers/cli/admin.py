@@ -66,7 +66,14 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
     )
     client = connect_client(settings)
     try:
-        tally = run(client, selection, dry_run=args.dry_run)
+        tally = run(
+            client,
+            selection,
+            dry_run=args.dry_run,
+            as_json=args.json,
+            restart=args.restart,
+            backfill=args.backfill_index,
+        )
     except AlreadyRunning as exc:
         raise CliError(str(exc)) from None
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines.ingest import ALL_CAPABILITIES
 from pipelines.media import Capability, JobRequest
 from pipelines.render import json_safe
+from workers.core.capabilities import Lane
 from workers.core.catalog import Catalog
 from workers.core.outcomes import Failure
 from workers.core.settings import Settings
@@ -168,9 +169,10 @@ def run_jobs(
         from workers.gateways.inline import run_inline
 
         return run_inline(settings, jobs, trace_id, params=params)
+    lane = Lane.BATCH if getattr(args, "batch", False) else Lane.LIVE
     client = connect_client(settings, bounded=True)
     try:
-        handles = client.submit(jobs, trace_id=trace_id, params=params)
+        handles = client.submit(jobs, trace_id=trace_id, params=params, lane=lane)
         if args.wait:
             handles = _wait_served(client, handles, args.wait)
         return handles

@@ -115,7 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", help="only media cached since this date (YYYY-MM-DD)")
     p.add_argument("--limit", type=int)
     p.add_argument("--dry-run", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--restart",
+        action="store_true",
+        help="start over: ignore where a run of the same selection stopped (default: resume)",
+    )
+    p.add_argument(
+        "--backfill-index",
+        action="store_true",
+        help="index the store's blobs and results again (blobs stored by nodes without one)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="the summary as JSON; progress as JSON lines"
+    )
     p.set_defaults(handler=cmd_reprocess)
 
     p = sub.add_parser("worker", help="run one Celery worker for some queues")
@@ -185,6 +197,11 @@ def _job_flags(p: argparse.ArgumentParser) -> None:
         help="wait this long for job results (default: 0, speak: 120)",
     )
     p.add_argument("--inline", action="store_true", help="run the jobs here, without a broker")
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="queue the jobs in the batch lane: workers take live work first",
+    )
     p.add_argument("--trace-id", help="carry this trace id through every job and log line")
     p.add_argument("--json", action="store_true", help="print the JSON form")
 

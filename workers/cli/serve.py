@@ -49,7 +49,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.inline:
         from workers.gateways.inline import InlineGateway
 
-        app = create_app(settings, key, InlineGateway(settings), host)
+        # /metrics shows this process's own state: the jobs it admitted and runs (no workers)
+        inline = InlineGateway(settings)
+        app = create_app(settings, key, inline, host, inline.resources.state.view)
     else:
         from workers.gateways.operations import ClusterOperations
 

@@ -1,4 +1,5 @@
-"""`mcp-media status`: queues, result counts, workers online, dead letters.
+"""`mcp-media status`: queues (each lane: live `vision`, batch `vision.batch`), result counts,
+workers online, dead letters.
 
 Everything comes from Redis in a few round trips: queue lengths, result counters, and the
 workers' own announcements (refreshed every few seconds by their heartbeat). Nothing is
@@ -11,7 +12,7 @@ from typing import Any
 
 from workers.broker.embedded import broker_url
 from workers.broker.target import RedisTarget
-from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.capabilities import CAPABILITIES, lane_queues
 from workers.core.settings import Settings
 from workers.files.shared_files import open_shared_files
 from workers.state.shared_state import broker_client, redis_state
@@ -21,16 +22,19 @@ def collect(settings: Settings, url: str | None = None) -> dict[str, Any]:
     url = url or broker_url(settings.home, settings.redis_url).url
     files = open_shared_files(settings)
     client = broker_client(settings, url, bounded=True)  # a person waits: fail within seconds
-    state = redis_state(client, files.sidecars, settings.jobs.result_ttl)
+    state = redis_state(
+        client, files.sidecars, settings.jobs.result_ttl, settings.redis_transport_options
+    )
     view = state.view
     try:
         workers = view.live_workers()
-        waiting = view.queue_lengths(QUEUES)
-        running = {q: sum(w.active_by_queue.get(q, 0) for w in workers) for q in QUEUES}
+        lanes = lane_queues()
+        waiting = view.queue_lengths(lanes)
+        running = {q: sum(w.active_by_queue.get(q, 0) for w in workers) for q in lanes}
         return {
             "broker": RedisTarget.of(settings, url).where(),
             "store": files.blobs.describe(),
-            "queues": {q: {"waiting": waiting[q], "running": running[q]} for q in QUEUES},
+            "queues": {q: {"waiting": waiting[q], "running": running[q]} for q in lanes},
             "results": {
                 spec.capability.value: view.status_counts(spec.capability.value)
                 for spec in CAPABILITIES.values()
@@ -49,7 +53,7 @@ def _mib(value: float | None) -> str:
 def format_status(report: dict[str, Any]) -> str:
     lines = [f"broker: {report['broker']}", f"store: {report['store']}", "queues:"]
     for name, q in report["queues"].items():
-        lines.append(f"  {name:7} waiting={q['waiting']} running={q['running']}")
+        lines.append(f"  {name:12} waiting={q['waiting']} running={q['running']}")
     lines.append("results:")
     for cap, counts in report["results"].items():
         shown = " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"

@@ -19,7 +19,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init
 
-from workers.core.capabilities import CAPABILITIES
+from workers.core.capabilities import CAPABILITIES, lane_queues
 from workers.core.settings import Settings
 from workers.runtime.lifeline import dies_with_this_process
 
@@ -125,7 +125,7 @@ def _worker_argv(name: str, queues: Sequence[str], pool: str, processes: int) ->
     return [
         "worker",
         "--queues",
-        ",".join(queues),
+        ",".join(lane_queues(queues)),  # each capability's live and batch lanes
         "--pool",
         pool,
         "--concurrency",

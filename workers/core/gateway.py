@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pipelines.errors import MediaError
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
+from workers.core.capabilities import Lane
 from workers.core.catalog import Catalog
 from workers.core.outcomes import Failure, Outcome
 from workers.core.wait_estimate import retry_after
@@ -141,7 +142,11 @@ class JobGateway(Protocol):
         limit: bool = False,
         ref: BlobRef | None = None,
         within: float | None = None,
-    ) -> JobHandle: ...
+        lane: Lane = Lane.LIVE,
+    ) -> JobHandle:
+        """One admission for the key, the job waiting in `lane`: every door submits live
+        (its caller waits), reprocess batch (workers take live work first)."""
+        ...
 
     def submit(
         self,
@@ -150,11 +155,18 @@ class JobGateway(Protocol):
         trace_id: str | None = None,
         params: Mapping[str, Any] | None = None,
         force: bool = False,
+        lane: Lane = Lane.LIVE,
     ) -> list[JobHandle]:
         """`submit_one` for each job (the adapters inherit this)."""
         return [
             self.submit_one(
-                job.capability, job.sha256, job.path, trace_id=trace_id, params=params, force=force
+                job.capability,
+                job.sha256,
+                job.path,
+                trace_id=trace_id,
+                params=params,
+                force=force,
+                lane=lane,
             )
             for job in jobs
         ]

@@ -67,8 +67,9 @@ def counts(capability: str) -> str:
 
 
 def counted(capability: str) -> str:
-    """Hash: result key -> the status it is counted at in `counts`. It lasts as long as the
-    counters (no TTL; a result's index entry expires), one field per key stored."""
+    """Hash: result key -> the status it is counted at in `counts`, one field per key, as
+    the previous version kept it without bound. Read and taken field by field as each key
+    is stored again (workers.state.status_index); nothing adds to it any more."""
     return f"{PREFIX}:counted:{capability}"
 
 
@@ -115,6 +116,12 @@ def reprocess_lock(kind: str) -> str:
 def reprocess_progress(kind: str) -> str:
     """The report name of the reprocess run of one media kind."""
     return f"reprocess-progress:{kind}"
+
+
+def reprocess_checkpoint(kind: str) -> str:
+    """The report name of where the reprocess run of one media kind stopped: the last
+    sha256 it submitted, so a run that died resumes after it."""
+    return f"reprocess-checkpoint:{kind}"
 
 
 def job_cancel(job_id: str) -> str:

@@ -119,7 +119,12 @@ class JobSettings(BaseModel):
     stt_seconds_per_mib: float = Field(default=150.0, ge=0)
     tts_seconds_per_mib: float = Field(default=20000.0, ge=0)  # ~20 s per 1000 characters
     speech_max_limit: float = Field(default=1800.0, gt=0)  # 2 h of audio at RTF 0.25
-    high_water: int = Field(default=500, ge=1)  # reprocess waits while a queue holds more
+    # A door asking for a bound (the HTTP API) is refused while a live lane holds this many.
+    high_water: int = Field(default=500, ge=1)
+    batch_high_water: int = Field(default=500, ge=1)  # reprocess waits while a batch lane is full
+    # The batch lanes' floor: one fetch in this many takes batch work first while both lanes
+    # of a worker wait, so a steady live stream leaves batch at least 1/N of the slots.
+    batch_every: int = Field(default=10, ge=2, le=1000)
     # A worker told to stop (SIGTERM) lets its running jobs finish this long, then hands the
     # rest back and exits: inside Kubernetes' default terminationGracePeriodSeconds (30).
     shutdown_grace: float = Field(default=25.0, ge=0)

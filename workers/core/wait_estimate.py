@@ -18,6 +18,11 @@ admitted before it and the current mean (which rises as the burst's jobs finish)
 to retry (429) as soon as the job can no longer finish within the caller's wait. The job stays
 queued: the retry joins it (dedup) and gets its result. A job a worker has started is waited
 for to the end.
+
+Each capability has a live and a batch lane (`workers.core.capabilities.Lane`): "its queue"
+above is the job's lane queue, so a batch backlog is never ahead of a live job (workers take
+live work first, `workers.broker.lanes`); the running jobs and the mean are the
+capability's, shared by both lanes (a running batch job holds a slot a live job waits for).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class BlobMissing(PermanentError):
 
 @dataclass(frozen=True, slots=True)
 class Listed:
-    """One stored input, as a listing of the blob store gives it."""
+    """One stored input, as the store's index lists it (`workers.files.store_index`)."""
 
     ref: BlobRef
     modified: float  # unix time it was stored
@@ -70,10 +70,6 @@ class BlobStore(Protocol):
 
     def chunks(self, ref: BlobRef) -> Iterator[bytes]:
         """The blob's bytes, streamed; raises `BlobMissing` when it is not stored."""
-        ...
-
-    def inputs(self, kind: MediaKind) -> Iterator[Listed]:
-        """Every stored blob of a kind that is an input (not our own output)."""
         ...
 
     def close(self) -> None: ...
@@ -114,11 +110,6 @@ class LocalBlobs:
             raise BlobMissing(f"blob {ref.sha256} is not in {self.describe()}")
         with path.open("rb") as handle:
             yield from iter(lambda: handle.read(READ_CHUNK), b"")
-
-    def inputs(self, kind: MediaKind) -> Iterator[Listed]:
-        for item in self.cache.iter_inputs(kind):
-            ref = BlobRef(item.sha256, kind, item.path.suffix.lower(), item.size)
-            yield Listed(ref, item.mtime, item.path)
 
     def close(self) -> None:
         return None

@@ -6,6 +6,8 @@ Layout under `s3://BUCKET[/PREFIX]`:
                                                suffix, MIME type and size as metadata
   results/<capability>/<version>/<sha256>.json the result sidecars (the truth; Redis indexes)
   jobs/<job id>.json                           the journal of submitted, unfinished jobs
+  index/...                                    markers that list blobs by kind and results
+                                               not done, for planning (index_layout.py)
 
 The client is boto3. obstore is faster per request (see `make bench`), but its Tokio
 runtime does not survive a fork: a Celery prefork child hangs on its first call once its
@@ -17,6 +19,7 @@ AWS_REGION variables.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +30,11 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from pipelines.errors import ConfigError, PermanentError
-from pipelines.media import Capability, MediaKind
-from pipelines.results import Envelope, ResultKey
-from workers.files.blobs import READ_CHUNK, BlobMissing, BlobRef, Listed
+from pipelines.errors import ConfigError
+from pipelines.media import Capability
+from pipelines.results import Envelope, ResultKey, Status
+from workers.files.blobs import READ_CHUNK, BlobMissing, BlobRef
+from workers.files.index_layout import input_marker, output_marker, unsettled_prefix
 from workers.files.journal import Entry
 
 if TYPE_CHECKING:
@@ -154,8 +158,19 @@ class S3Bucket:
             raise
         return True
 
-    def put_bytes(self, key: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.location.bucket, Key=self.path(key), Body=data)
+    def put_bytes(self, key: str, data: bytes, *, new_only: bool = False) -> bool:
+        """Write the object; `new_only`: only if it does not exist yet (If-None-Match: *),
+        False when it did."""
+        extra = {"IfNoneMatch": "*"} if new_only else {}
+        try:
+            self.client.put_object(
+                Bucket=self.location.bucket, Key=self.path(key), Body=data, **extra
+            )
+        except ClientError as exc:
+            if new_only and _code(exc) in _EXISTS:
+                return False
+            raise
+        return True
 
     def head(self, key: str) -> dict[str, Any] | None:
         """Size, modification time and metadata, else None."""
@@ -197,11 +212,13 @@ class S3Bucket:
     def delete(self, key: str) -> None:
         self.client.delete_object(Bucket=self.location.bucket, Key=self.path(key))
 
-    def listing(self, prefix: str) -> Iterator[tuple[str, float, int]]:
-        """(key below our prefix, modified unix time, size) of every object under `prefix`."""
+    def listing(self, prefix: str, after: str = "") -> Iterator[tuple[str, float, int]]:
+        """(key below our prefix, modified unix time, size) of every object under `prefix`
+        whose key sorts after `prefix + after`, in key order (about 1,000 a request)."""
         strip = len(self.location.prefix)
+        start = {"StartAfter": self.path(prefix + after)} if after else {}
         pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.location.bucket, Prefix=self.path(prefix)
+            Bucket=self.location.bucket, Prefix=self.path(prefix), **start
         )
         for page in pages:
             for item in page.get("Contents") or []:
@@ -238,34 +255,26 @@ class S3Blobs:
         self, ref: BlobRef, source: Path, mime: str | None = None, output: bool = False
     ) -> bool:
         """Written once: a large blob is looked up first (a HEAD is cheaper than sending
-        its bytes again); a small one is sent at once, the bucket refusing a second copy."""
+        its bytes again); a small one is sent at once, the bucket refusing a second copy.
+        A blob written here is then indexed: one marker, after the blob (a crash between
+        the two leaves a blob the next backfill indexes, never a marker without its blob)."""
         if ref.size > PUT_WITHOUT_HEAD and self.has(ref):
             return False
         metadata = {"kind": ref.kind.value, "ext": ref.ext, "size": str(ref.size)}
         if output:
             metadata["output"] = "1"
-        return self.bucket.put_file(ref.key, source, metadata, mime or "application/octet-stream")
+        mime = mime or "application/octet-stream"
+        if not self.bucket.put_file(ref.key, source, metadata, mime):
+            return False
+        marker = output_marker(ref.sha256) if output else input_marker(ref, time.time())
+        self.bucket.put_bytes(marker, b"")
+        return True
 
     def chunks(self, ref: BlobRef) -> Iterator[bytes]:
         found = self.bucket.stream(ref.key)
         if found is None:
             raise BlobMissing(f"blob {ref.sha256} is not in {self.describe()}")
         return found
-
-    def inputs(self, kind: MediaKind) -> Iterator[Listed]:
-        """One listing, then one HEAD per blob for its kind (metadata is not listed)."""
-        for key, modified, size in self.bucket.listing("blobs/sha256/"):
-            found = self.bucket.head(key)
-            if found is None:
-                continue
-            metadata = found["metadata"]
-            if metadata.get("kind") != kind.value or metadata.get("output"):
-                continue
-            try:
-                ref = BlobRef(key.rsplit("/", 1)[-1], kind, metadata.get("ext", ""), size)
-            except PermanentError:
-                continue  # not one of ours
-            yield Listed(ref, modified)
 
     def close(self) -> None:
         return None
@@ -286,10 +295,29 @@ class S3Sidecars:
         return _envelope(raw) if raw is not None else None
 
     def write(self, envelope: Envelope) -> str:
+        self.replace(envelope)
+        return self._key(envelope.key)
+
+    def replace(self, envelope: Envelope) -> Status | None:
+        """A new key's sidecar is one conditional PUT; only a key stored again (a retry, a
+        forced run) reads the sidecar it replaces."""
         key = self._key(envelope.key)
         data = json.dumps(envelope.to_json(), ensure_ascii=False).encode()
-        self.bucket.put_bytes(key, data)
-        return key
+        if self.bucket.put_bytes(key, data, new_only=True):
+            before = None
+        else:
+            raw = self.bucket.get_bytes(key)
+            found = _envelope(raw) if raw is not None else None
+            self.bucket.put_bytes(key, data)
+            before = found.status if found is not None else None
+        # The index of results that are not done (`--include-degraded` plans from it).
+        marker = unsettled_prefix(envelope.key.capability, envelope.key.version)
+        marker += envelope.key.sha256
+        if envelope.status is not Status.DONE and before in (None, Status.DONE):
+            self.bucket.put_bytes(marker, b"")
+        elif envelope.status is Status.DONE and before not in (None, Status.DONE):
+            self.bucket.delete(marker)
+        return before
 
     def scan(self) -> Iterator[Envelope]:
         return self._scan("results/")

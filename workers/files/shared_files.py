@@ -11,6 +11,7 @@ from pipelines.results import ResultFiles
 from workers.core.settings import Settings
 from workers.files.blobs import BlobStore, LocalBlobs
 from workers.files.journal import JobJournal, Journal
+from workers.files.store_index import LocalIndex, StoreIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,7 @@ class SharedFiles:
     blobs: BlobStore
     sidecars: ResultFiles
     journal: JobJournal
+    index: StoreIndex  # what is stored, by kind and version, for planning a reprocess
 
     @property
     def shared_nothing(self) -> bool:
@@ -28,10 +30,15 @@ class SharedFiles:
 def open_shared_files(settings: Settings) -> SharedFiles:
     """The shared files the settings name (no network call: `check()` the blobs at start)."""
     if settings.store.url is None:
+        cache = settings.media_cache()
         return SharedFiles(
-            LocalBlobs(settings.media_cache()), settings.sidecars(), Journal(settings.home / "jobs")
+            LocalBlobs(cache),
+            settings.sidecars(),
+            Journal(settings.home / "jobs"),
+            LocalIndex(cache, settings.results_root),
         )
     from workers.files.s3 import S3Blobs, S3Bucket, S3Journal, S3Sidecars
+    from workers.files.s3_index import S3Index
 
     bucket = S3Bucket(settings.store)
-    return SharedFiles(S3Blobs(bucket), S3Sidecars(bucket), S3Journal(bucket))
+    return SharedFiles(S3Blobs(bucket), S3Sidecars(bucket), S3Journal(bucket), S3Index(bucket))

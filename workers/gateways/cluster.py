@@ -26,7 +26,7 @@ from pipelines.results import Envelope, ResultKey, Status
 from workers.broker.replies import broker_outcome
 from workers.broker.target import mask
 from workers.core import keys
-from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.capabilities import CAPABILITIES, Lane, lane_queues
 from workers.core.catalog import Catalog
 from workers.core.gateway import Admission, JobGateway, JobHandle, QueueBusy, QueueFull, answers
 from workers.core.outcomes import Failure, Outcome
@@ -68,7 +68,9 @@ class MediaClient(JobGateway):
         self.files = files or open_shared_files(settings)
         self.journal = self.files.journal
         # What the nodes share through Redis, port by port (closed with the client).
-        self.state: SharedState = redis_state(client, self.files.sidecars, settings.jobs.result_ttl)
+        self.state: SharedState = redis_state(
+            client, self.files.sidecars, settings.jobs.result_ttl, settings.redis_transport_options
+        )
         # Inputs are put in the blob store before their message is sent; outputs are
         # fetched into this machine's cache, so every path a door hands out is local.
         self.node = NodeCache(settings.media_cache(), self.files.blobs, 0)
@@ -210,10 +212,12 @@ class MediaClient(JobGateway):
         limit: bool = False,
         ref: BlobRef | None = None,
         within: float | None = None,
+        lane: Lane = Lane.LIVE,
     ) -> JobHandle:
-        """One admission for the key: see `workers.state.admission._ADMIT`. `limit` refuses the job
-        with `QueueFull` when its queue is at the high water (doors that answer at once);
-        without it the job is always accepted (a caller that waits its turn itself).
+        """One admission for the key: see `workers.state.admission_lua.ADMIT`. The job waits
+        in its capability's `lane` queue (a door's live, reprocess's batch). `limit` refuses
+        it with `QueueFull` when that lane is at its high water (`JOBS__HIGH_WATER`, batch:
+        `JOBS__BATCH_HIGH_WATER`); without it the job is always accepted.
         `within`: the seconds the caller waits for the job; a new job expected to finish
         later, by the work ahead of it, is refused with `QueueBusy` (`workers.core.wait_estimate`).
         A stored result or the job in flight for the key always answers."""
@@ -236,20 +240,21 @@ class MediaClient(JobGateway):
         size = ref.size
         soft, hard = spec.time_limits(self.settings, size)
         inflight_ttl = int(hard * (self.settings.jobs.max_deliveries + 1) + 600)
-        high_water = self.settings.jobs.high_water if limit else 0
+        jobs, queue = self.settings.jobs, spec.lane_queue(lane)
+        high_water = jobs.batch_high_water if lane is Lane.BATCH else jobs.high_water
         job_id = str(uuid.uuid4())
         budget = WaitBudget(within, self.slots(spec.queue)) if within is not None else None
         admitted = self.state.admission.admit(
-            Submission(key, job_id, inflight_ttl, spec.queue, high_water, force, budget)
+            Submission(key, job_id, inflight_ttl, queue, high_water * limit, force, budget)
         )
         if admitted.decision is Decision.SETTLED:
             assert admitted.envelope is not None
             return JobHandle.settled(key, path, self.localised(admitted.envelope))
         if admitted.decision is Decision.REFUSED:
-            raise QueueFull(spec.queue, admitted.waiting, high_water)
+            raise QueueFull(queue, admitted.waiting, high_water)
         if admitted.decision is Decision.BUSY:
             assert within is not None
-            raise QueueBusy(spec.queue, admitted.expected, within)
+            raise QueueBusy(queue, admitted.expected, within)
         if admitted.decision is Decision.JOINED:
             assert admitted.job_id is not None
             return JobHandle(
@@ -269,7 +274,7 @@ class MediaClient(JobGateway):
             record = {
                 "task": spec.task_name,
                 "kwargs": kwargs,
-                "queue": spec.queue,
+                "queue": queue,
                 "soft": soft,
                 "hard": hard,
             }
@@ -280,14 +285,14 @@ class MediaClient(JobGateway):
                 spec.task_name,
                 kwargs=kwargs,
                 task_id=job_id,
-                queue=spec.queue,
+                queue=queue,
                 soft_time_limit=soft,
                 time_limit=hard,
             )
         except Exception:
             # Never sent: nothing may re-send it.
             self.state.admission.forget_job(key, job_id)
-            self.state.admission.started(spec.queue, job_id)
+            self.state.admission.started(queue, job_id)
             self.journal.remove(job_id)
             self.state.records.forget_record(job_id)
             raise
@@ -299,11 +304,14 @@ class MediaClient(JobGateway):
         return sum(w.concurrency or 1 for w in serving)
 
     def finish_estimate(self, handle: JobHandle) -> float | None:
-        """Seconds until the handle's job, still waiting in its queue, should finish (by its
-        position and the current mean service time); None once a worker started it. The door
-        refuses a caller late by it (`workers.core.wait_estimate.refuse_late`)."""
-        queue = CAPABILITIES[handle.key.capability].queue
-        return self.state.admission.finish_estimate(queue, handle.id, self.slots(queue))
+        """Seconds until the handle's job, still waiting in its lane, should finish (by its
+        position and the mean service time); None once a worker started it. The door refuses
+        a caller late by it (`workers.core.wait_estimate.refuse_late`); a door that joined a
+        job reprocess queued is estimated by its place in the batch lane (not moved ahead)."""
+        spec = CAPABILITIES[handle.key.capability]
+        estimate, slots = self.state.admission.finish_estimate, self.slots(spec.queue)
+        found = (estimate(queue, handle.id, slots) for queue in spec.lane_queues)
+        return next((seconds for seconds in found if seconds is not None), None)
 
     def read_chunks(self, handle: JobHandle, after: str, block_ms: int) -> Sequence[Chunk]:
         """The chunks of a streaming job after `after`, waiting up to `block_ms` for one."""
@@ -349,8 +357,8 @@ class MediaClient(JobGateway):
         return float(done["done_s"]) if done is not None else None
 
     def waiting(self) -> dict[str, int]:
-        """Jobs waiting in each queue (sent, not yet taken by a worker)."""
-        return self.state.view.queue_lengths(QUEUES)
+        """Jobs waiting in each lane's queue (sent, not yet taken by a worker)."""
+        return self.state.view.queue_lengths(lane_queues())
 
     def unserved(self, handles: Iterable[JobHandle]) -> dict[str, list[JobHandle]]:
         """The unfinished handles whose queue no live worker serves, by queue.

@@ -3,7 +3,9 @@
 The same contract as the cluster's `MediaClient`: a stored `done` result answers, a job in
 flight for the key is joined, the high water refuses (`limit`), and a wait is matched to the
 job it was handed. Jobs run in a small thread pool through the one `execute`, so a job not
-done within a wait keeps running and writes its sidecar when it ends.
+done within a wait keeps running and writes its sidecar when it ends. The pool is this
+process's own, with one lane: a batch submission (`lane`) runs in its turn like any other,
+and the high water applies to both.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from pipelines.media import Capability, JobRequest
 from pipelines.results import Envelope, ResultKey, Status
 from workers.core import keys
-from workers.core.capabilities import CAPABILITIES
+from workers.core.capabilities import CAPABILITIES, Lane
 from workers.core.catalog import Catalog
 from workers.core.gateway import Admission, Chunk, JobGateway, JobHandle, QueueFull, answers
 from workers.core.settings import Settings
@@ -92,6 +94,7 @@ class InlineGateway(JobGateway):
         limit: bool = False,
         ref: BlobRef | None = None,
         within: float | None = None,  # jobs run here, each in its caller's turn: no estimate
+        lane: Lane = Lane.LIVE,  # one pool, one lane: jobs run in the order submitted
     ) -> JobHandle:
         key = self.key(capability, sha256, params)
         existing = self.get(key)

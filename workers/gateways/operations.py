@@ -12,6 +12,7 @@ from typing import Any
 from pipelines.results import Envelope
 from workers.broker.remote_control import ClusterControl
 from workers.core.announcements import WorkerInfo
+from workers.core.capabilities import lane_queues
 from workers.core.operations import Selection
 from workers.gateways.cluster import MediaClient
 from workers.gateways.reprocess import run
@@ -26,9 +27,11 @@ class ClusterOperations:
         self.control = ClusterControl(client.app)
 
     def set_paused(self, queue: str, paused: bool) -> tuple[int, list[str]]:
+        """Pause (or resume) both lanes of `queue`; how many live workers confirmed."""
         self.state.coordination.set_paused(queue, paused)
         names = [w.name for w in self.state.view.serving(queue)]
-        return self.control.consume(queue, not paused, names), names
+        told = [self.control.consume(lane, not paused, names) for lane in lane_queues([queue])]
+        return min(told), names
 
     def resize(self, worker: WorkerInfo, delta: int) -> list[dict[str, Any]]:
         return self.control.resize(worker.name, worker.pool, delta)

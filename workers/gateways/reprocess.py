@@ -1,124 +1,50 @@
-"""`mcp-media reprocess`: walk the cache on disk and enqueue what needs (re)doing.
+"""`mcp-media reprocess`: plan from the store's index what needs (re)doing and enqueue it.
 
-Selection reads the sidecar files, not Redis, so it works after Redis was flushed.
-Enqueueing holds back while a queue has more than a high-water mark of waiting jobs, a
-lock refuses a second concurrent run for the same kind, and the run waits for its jobs,
-showing progress from the completion events.
+The plan (`workers.gateways.reprocess_plan`) streams from the index in sha256 order, once to
+count it and once to submit it. Enqueueing holds back while a queue has more than a
+high-water mark of waiting jobs, a lock refuses a second concurrent run for the same kind, a
+checkpoint lets a run that died resume where it stopped, and the run waits for its jobs,
+showing progress (done / total, rate, time left) from the completion events.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty, SimpleQueue
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from pipelines.cache import OUTPUTS
 from pipelines.ingest import JOB_FOR_KIND
-from pipelines.media import Capability, MediaKind
+from pipelines.media import MediaKind
 from pipelines.results import Envelope, ResultKey, Status
 from workers.core import keys
-from workers.core.capabilities import CAPABILITIES
+from workers.core.capabilities import Lane
 from workers.core.gateway import JobHandle, QueueFull
 from workers.core.operations import AlreadyRunning, Selection
-from workers.core.settings import Settings
-from workers.files.blobs import Listed
-from workers.files.shared_files import SharedFiles, open_shared_files
+from workers.gateways.reprocess_plan import (
+    Checkpoint,
+    Plan,
+    Tally,
+    mark_earlier_outputs,
+    plans,
+    select,
+)
 
 if TYPE_CHECKING:
     from workers.gateways.cluster import MediaClient
     from workers.state.coordination import Coordination
 
-SIDECARS_READ = ".from-sidecars"  # in cache/outputs: earlier spoken replies are marked
+__all__ = ["Tally", "mark_earlier_outputs", "run", "select"]
+
 LOCK_TTL = 30  # seconds; renewed while the run lives, so a crashed run frees it quickly
 POLL = 0.2
 REPORT_EVERY = 0.25  # seconds between two writes of a run's tally to Redis
 REPORT_TTL = 3600  # a finished run's tally stays readable (the jobs page) this long
-
-
-@dataclass
-class Tally:
-    selected: int = 0
-    enqueued: int = 0
-    skipped: int = 0
-    done: int = 0
-    degraded: int = 0
-    failed: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
-
-    def summary(self) -> dict[str, int]:
-        return {
-            "selected": self.selected,
-            "enqueued": self.enqueued,
-            "skipped": self.skipped,
-            "done": self.done,
-            "degraded": self.degraded,
-            "failed": self.failed,
-        }
-
-    @property
-    def finished(self) -> int:
-        return self.done + self.degraded + self.failed
-
-
-def select(
-    settings: Settings,
-    selection: Selection,
-    tally: Tally,
-    version: Callable[[Capability], str] | None = None,
-    files: SharedFiles | None = None,
-) -> Iterator[Listed]:
-    """Media needing work under the current processor versions, from the blob store and
-    the result sidecars alone (what the whole cluster holds, not Redis).
-
-    `version` gives the version a job would get (a gateway's, from what the workers
-    announce); without it, this process's own settings decide."""
-    files = files or open_shared_files(settings)
-    sidecars = files.sidecars
-    if MediaKind.AUDIO in selection.kinds and not files.shared_nothing:
-        mark_earlier_outputs(settings)  # a bucket marks outputs as they are stored
-    since = selection.since.timestamp() if selection.since else None
-    for kind in selection.kinds:
-        capability = JOB_FOR_KIND[kind]
-        version_now = version(capability) if version else CAPABILITIES[capability].version(settings)
-        for item in files.blobs.inputs(kind):  # never our own outputs (spoken replies)
-            if selection.limit is not None and tally.selected >= selection.limit:
-                return
-            if since is not None and item.modified < since:
-                continue
-            if selection.mode == "missing":
-                envelope = sidecars.read(ResultKey(capability, version_now, item.sha256))
-                if envelope is not None and (
-                    envelope.status is Status.DONE or not selection.include_degraded
-                ):
-                    tally.skipped += 1
-                    continue
-            tally.selected += 1
-            tally.by_kind[kind.value] = tally.by_kind.get(kind.value, 0) + 1
-            yield item
-
-
-def mark_earlier_outputs(settings: Settings) -> int:
-    """Mark the spoken replies stored before the cache marked its outputs (their synthesis
-    results name them), once per cache; how many were marked."""
-    cache = settings.media_cache()
-    done = cache.root / OUTPUTS / SIDECARS_READ
-    if done.exists():
-        return 0
-    marked = 0
-    for envelope in settings.sidecars().scan_capability(Capability.AUDIO_SYNTHESIZE):
-        sha256 = envelope.output.get("audio_sha256")
-        if isinstance(sha256, str) and len(sha256) == 64 and not cache.is_output(sha256):
-            cache.mark_output(sha256)
-            marked += 1
-    (cache.root / OUTPUTS).mkdir(mode=0o700, parents=True, exist_ok=True)
-    done.touch(mode=0o600)
-    return marked
 
 
 class _Lock:
@@ -157,51 +83,91 @@ class _Lock:
             self.coordination.release_lock(name, self.token)
 
 
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How far a run is: its tally with the rate of results and the time left at it."""
+
+    tally: Tally
+    seconds: float  # since the run began submitting
+
+    @property
+    def rate(self) -> float:
+        return self.tally.finished / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        left = self.tally.total - self.tally.finished
+        return left / self.rate if self.rate > 0 and left > 0 else None
+
+    def figures(self) -> dict[str, Any]:
+        eta = self.eta
+        return {
+            **self.tally.summary(),
+            "rate": round(self.rate, 3),
+            "eta_seconds": round(eta, 1) if eta is not None else None,
+            "seconds": round(self.seconds, 1),
+        }
+
+    def line(self) -> str:
+        t = self.tally
+        eta = f"{self.eta:.0f}s" if self.eta is not None else "-"
+        resumed = f" (resumed after {t.resumed})" if t.resumed else ""
+        return (
+            f"enqueued {t.enqueued}/{t.total} done {t.finished}/{t.total}{resumed} "
+            f"degraded {t.degraded} failed {t.failed} rate {self.rate:.1f}/s eta {eta}"
+        )
+
+
 class Progress:
-    def __init__(self, tally: Tally, out: TextIO, interval: float = 5.0) -> None:
+    """Progress on `out`: a bar on a terminal, a line every `interval` seconds otherwise,
+    or one JSON object a line (`as_json`)."""
+
+    def __init__(
+        self, tally: Tally, out: TextIO, interval: float = 5.0, *, as_json: bool = False
+    ) -> None:
         self.tally = tally
         self.out = out
-        self.tty = out.isatty()
+        self.as_json = as_json
+        self.tty = out.isatty() and not as_json
         self.interval = 0.2 if self.tty else interval
         self.started = time.monotonic()
         self._last = 0.0
+
+    def pace(self) -> Pace:
+        return Pace(self.tally, time.monotonic() - self.started)
 
     def show(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last < self.interval:
             return
         self._last = now
+        pace = self.pace()
         t = self.tally
-        elapsed = max(now - self.started, 1e-6)
-        rate = t.finished / elapsed
-        left = t.enqueued - t.finished
-        eta = f"{left / rate:.0f}s" if rate > 0 and left > 0 else "-"
-        line = (
-            f"enqueued {t.enqueued}/{t.selected} done {t.done} degraded {t.degraded} "
-            f"failed {t.failed} rate {rate:.1f}/s eta {eta}"
-        )
-        if self.tty:
+        if self.as_json:
+            self.out.write(json.dumps({"reprocess": pace.figures()}) + "\n")
+        elif self.tty:
             width = 24
-            filled = int(width * t.finished / t.selected) if t.selected else width
-            self.out.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {line}\x1b[K")
+            filled = int(width * t.finished / t.total) if t.total else width
+            self.out.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {pace.line()}\x1b[K")
             if force:
                 self.out.write("\n")
         else:
-            self.out.write(f"reprocess: {line}\n")
+            self.out.write(f"reprocess: {pace.line()}\n")
         self.out.flush()
 
 
 class Report:
-    """The run's tally in Redis, one key per media kind, for the jobs page and any reader.
+    """The run's progress in Redis, one key per media kind, for the jobs page, `/metrics`
+    and any reader.
 
     Whether a run is still going is the lock's business (`running` here only says how this
     run last reported): a run that died leaves `running: true` and no lock.
     """
 
-    def __init__(self, coordination: Coordination, selection: Selection, tally: Tally) -> None:
+    def __init__(self, coordination: Coordination, selection: Selection, progress: Progress):
         self.coordination = coordination
         self.selection = selection
-        self.tally = tally
+        self.progress = progress
         self.started_at = time.time()
         self._last = 0.0
 
@@ -211,7 +177,7 @@ class Report:
             return
         self._last = now
         body = {
-            **self.tally.summary(),
+            **self.progress.pace().figures(),
             "kinds": [k.value for k in self.selection.kinds],
             "mode": self.selection.mode,
             "include_degraded": self.selection.include_degraded,
@@ -232,6 +198,24 @@ def _count(tally: Tally, status: str) -> None:
         tally.failed += 1
 
 
+def _prepare(
+    client: MediaClient, selection: Selection, kinds: list[Plan], *, again: bool, out: TextIO
+) -> None:
+    """Index what was stored before the store kept an index (once, or `again`)."""
+    versions = [(JOB_FOR_KIND[plan.kind], plan.version) for plan in kinds]
+    unsettled = selection.mode == "missing" and selection.include_degraded
+
+    def say(line: str) -> None:
+        out.write(f"reprocess: {line}\n")
+
+    done = client.files.index.prepare(versions, unsettled=unsettled, again=again, progress=say)
+    if done.blobs_marked or done.results_read:
+        out.write(
+            f"reprocess: indexed {done.blobs_marked} blobs, read {done.results_read} results "
+            f"({done.unsettled_marked} not done)\n"
+        )
+
+
 def run(
     client: MediaClient,
     selection: Selection,
@@ -239,23 +223,47 @@ def run(
     dry_run: bool = False,
     wait: bool = True,
     out: TextIO = sys.stderr,
+    as_json: bool = False,
+    restart: bool = False,
+    backfill: bool = False,
 ) -> Tally:
+    """One run. Unless `restart`, a run of the same selection and versions that stopped
+    before its end is resumed after the last item it submitted; `backfill` indexes the
+    store's blobs and results again (for blobs stored by nodes that kept no index)."""
     tally = Tally()
+    settings, files = client.settings, client.files
     if dry_run:
-        for _ in select(client.settings, selection, tally, client.version, client.files):
+        kinds = plans(settings, selection, client.version, None)
+        _prepare(client, selection, kinds, again=backfill, out=out)
+        for _ in select(settings, selection, tally, client.version, files, kinds):
             pass
+        tally.total = tally.selected
         return tally
     with _Lock(client.state.coordination, selection.kinds):
+        checkpoint = Checkpoint(client.state.coordination, selection)
+        kinds = plans(settings, selection, client.version, None if restart else checkpoint)
+        _prepare(client, selection, kinds, again=backfill, out=out)
+        tally.resumed = sum(plan.submitted for plan in kinds)
+        if tally.resumed:
+            out.write(
+                f"reprocess: resuming after the {tally.resumed} items a stopped run submitted "
+                "(--restart starts over)\n"
+            )
+        counted = Tally(resumed=tally.resumed)
+        for _ in select(settings, selection, counted, client.version, files, kinds):
+            pass  # a first pass counts the plan: the total progress is measured against
+        tally.total = counted.selected
         events: SimpleQueue[Envelope] = SimpleQueue()
         stop_following = client.events.watch_all(events.put)
         pending: dict[ResultKey, JobHandle] = {}
-        progress = Progress(tally, out)
-        report = Report(client.state.coordination, selection, tally)
+        progress = Progress(tally, out, as_json=as_json)
+        report = Report(client.state.coordination, selection, progress)
         report.write()
+        by_kind = {plan.kind: plan for plan in kinds}
+        sent = {plan.kind: plan.submitted for plan in kinds}
         try:
             try:
-                chosen = select(client.settings, selection, tally, client.version, client.files)
-                for item in chosen:
+                for item in select(settings, selection, tally, client.version, files, kinds):
                     capability = JOB_FOR_KIND[item.kind]
                     while True:  # admission refuses over the high water: wait our turn
                         try:
@@ -267,6 +275,7 @@ def run(
                                 params={"force": True} if selection.mode == "all" else None,
                                 force=selection.mode == "all",
                                 limit=True,
+                                lane=Lane.BATCH,
                             )
                             break
                         except QueueFull:
@@ -274,6 +283,8 @@ def run(
                             progress.show()
                             report.write()
                             time.sleep(POLL)
+                    sent[item.kind] += 1
+                    checkpoint.submitted(by_kind[item.kind], item.sha256, sent[item.kind])
                     tally.enqueued += 1
                     if handle.envelope is not None:
                         _count(tally, handle.status.value)
@@ -285,7 +296,7 @@ def run(
             except KeyboardInterrupt:
                 out.write(
                     "\nreprocess: interrupted: no more jobs are enqueued; "
-                    "those already enqueued will still run\n"
+                    "those already enqueued will still run (run again to resume)\n"
                 )
                 raise
             while wait and pending:
@@ -293,6 +304,8 @@ def run(
                 _recheck(client, pending, tally)
                 progress.show()
                 report.write()
+            for plan in kinds:
+                checkpoint.complete(plan)
         finally:
             progress.show(force=True)
             report.write(done=True)

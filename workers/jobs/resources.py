@@ -115,7 +115,9 @@ def for_process(settings: Settings, url: str) -> Resources:
                 settings.media_cache(), files.blobs, node_budget(settings), replicas=True
             )
             client = broker_client(settings, url)
-            state = redis_state(client, files.sidecars, settings.jobs.result_ttl)
+            state = redis_state(
+                client, files.sidecars, settings.jobs.result_ttl, settings.redis_transport_options
+            )
             _process = Resources(settings, state, node, client)
         return _process
 
@@ -128,4 +130,7 @@ def reset_process() -> None:
 
 def local_resources(settings: Settings) -> Resources:
     """This process's engines with the in-memory shared state: `--inline` runs and probes."""
-    return Resources(settings, memory_state(settings.sidecars()))
+    return Resources(
+        settings,
+        memory_state(settings.sidecars(), result_ttl=settings.jobs.result_ttl),
+    )

@@ -19,6 +19,7 @@ from redis.retry import Retry
 
 from workers.broker.target import RedisTarget
 from workers.core import keys
+from workers.core.capabilities import lane_queues
 from workers.files.journal import JobJournal
 from workers.runtime.recovery import (
     HEARTBEAT_SECONDS,
@@ -101,13 +102,20 @@ class Heartbeat:
     def queues(self) -> list[str]:
         return list(self.app.conf.mcp_media_worker["queues"])
 
-    def consuming(self) -> list[str]:
-        """The configured queues this worker consumes now: a paused one is not."""
+    def consuming_lanes(self) -> list[str]:
+        """The lane queues of the configured queues this worker consumes now."""
         selected = self.app.amqp.queues.consume_from
-        return [q for q in self.queues if q in selected]
+        return [q for q in lane_queues(self.queues) if q in selected]
+
+    def consuming(self) -> list[str]:
+        """The configured queues this worker consumes now: a paused one is not (a queue
+        counts as consumed while either of its lanes is)."""
+        lanes = self.consuming_lanes()
+        return [q for q in self.queues if any(lane in lanes for lane in lane_queues([q]))]
 
     def follow_pauses(self) -> None:
-        """Stop consuming the queues paused on the jobs page; consume them again once resumed.
+        """Stop consuming the queues paused on the jobs page (both lanes of each); consume
+        them again once resumed.
 
         The page tells live workers at once (Celery's cancel_consumer/add_consumer); this
         makes a pause hold for a worker started later, and its consumer's reconnects keep
@@ -117,15 +125,16 @@ class Heartbeat:
             return
         # What it consumes first, the pauses second: a pause or resume the page sends in
         # between is then seen as already done, never undone for a beat.
-        consuming = set(self.consuming())
+        consuming = set(self.consuming_lanes())
         paused = self.state.coordination.paused_queues()
         for queue in self.queues:
-            if queue in paused and queue in consuming:
-                log.warning("queue %s is paused: no longer consuming it", queue)
-                consumer.call_soon(consumer.cancel_task_queue, queue)
-            elif queue not in paused and queue not in consuming:
-                log.warning("queue %s was resumed: consuming it again", queue)
-                consumer.call_soon(consumer.add_task_queue, queue)
+            for lane in lane_queues([queue]):
+                if queue in paused and lane in consuming:
+                    log.warning("queue %s is paused: no longer consuming it", lane)
+                    consumer.call_soon(consumer.cancel_task_queue, lane)
+                elif queue not in paused and lane not in consuming:
+                    log.warning("queue %s was resumed: consuming it again", lane)
+                    consumer.call_soon(consumer.add_task_queue, lane)
 
     def pool_size(self) -> int | None:
         """Processes (or threads) of the pool now: pool_grow/pool_shrink change it."""
@@ -180,7 +189,7 @@ class Heartbeat:
         loop after a broker restart) holds no lease, so nothing else would notice it."""
         now = time.monotonic() if now is None else now
         # A paused queue's messages are meant to wait: they are no sign of a stall.
-        waiting = sum(self.state.view.queue_lengths(self.consuming()).values())
+        waiting = sum(self.state.view.queue_lengths(self.consuming_lanes()).values())
         if (
             held
             or not waiting
@@ -237,7 +246,7 @@ class Heartbeat:
             "seen": self.state.view.now(),  # the broker's clock, as readers compare with it
         }
         self.redis.hset(keys.WORKERS, info["name"], json.dumps(announcement))
-        self._announced = {**busy, "consuming": consuming}
+        self._announced = {**busy, "consuming": self.consuming_lanes()}
 
     def forget(self) -> None:
         """Remove this worker's announcement as it stops: one bounded try. The state's client
@@ -276,7 +285,7 @@ class Heartbeat:
                 log.warning("could not lease received jobs", exc_info=True)
             if time.monotonic() < next_beat:
                 try:
-                    if {**_busy(), "consuming": self.consuming()} != self._announced:
+                    if {**_busy(), "consuming": self.consuming_lanes()} != self._announced:
                         self._announce()
                 except Exception:
                     log.warning("could not announce this worker", exc_info=True)

@@ -21,6 +21,7 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from workers.core.capabilities import lane_queues
 from workers.jobs import resources
 
 trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="-")
@@ -95,7 +96,9 @@ def _start_heartbeat(app: Celery, consumer: Any = None) -> None:
     settings = app.conf.mcp_media_settings
     files = open_shared_files(settings)
     client = broker_client(settings, app.conf.broker_url)
-    state = redis_state(client, files.sidecars, settings.jobs.result_ttl)
+    state = redis_state(
+        client, files.sidecars, settings.jobs.result_ttl, settings.redis_transport_options
+    )
     _heartbeat = Heartbeat(app, client, state, files.journal, consumer)
     _heartbeat.start()
 
@@ -137,7 +140,8 @@ def _hold_paused(app: Celery) -> None:
     for queue in (getattr(app.conf, "mcp_media_worker", None) or {}).get("queues", ()):
         if queue in paused:
             log.warning("queue %s is paused: not consuming it until it is resumed", queue)
-            app.amqp.queues.deselect(queue)
+            for lane in lane_queues([queue]):  # a pause holds both lanes
+                app.amqp.queues.deselect(lane)
 
 
 _connected = False

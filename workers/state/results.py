@@ -23,7 +23,7 @@ from typing import Protocol
 
 import redis
 
-from pipelines.results import Envelope, ResultFiles, ResultKey
+from pipelines.results import Envelope, ResultFiles, ResultKey, Status
 from workers.core import keys
 from workers.state.admission import MemoryAdmission, RedisAdmission
 from workers.state.status_index import MemoryStatusIndex, RedisStatusIndex
@@ -71,6 +71,15 @@ def _each_once(texts: Iterable[str], limit: int) -> list[ResultKey]:
     return parsed
 
 
+def _replace(sidecars: ResultFiles, envelope: Envelope, sidecar: bool) -> Status | None:
+    """Write the sidecar (unless told not to) and say where the key stood before, by the
+    sidecar it had: the status index counts by it when the key's entry has expired."""
+    if sidecar:
+        return sidecars.replace(envelope)
+    before = sidecars.read(envelope.key)
+    return before.status if before is not None else None
+
+
 class RedisResults:
     def __init__(
         self,
@@ -110,9 +119,8 @@ class RedisResults:
         return found
 
     def put(self, envelope: Envelope, *, sidecar: bool = True) -> None:
-        if sidecar:
-            self.sidecars.write(envelope)
-        self._status.put(envelope, self.result_ttl)
+        replaced = _replace(self.sidecars, envelope, sidecar)
+        self._status.put(envelope, self.result_ttl, replaced)
         self._index(envelope, result=False)
         pipe = self.redis.pipeline()
         pipe.delete(keys.inflight(envelope.key))
@@ -180,9 +188,7 @@ class MemoryResults:
         return {key: env for key in wanted if (env := self._status.entry(key)) is not None}
 
     def put(self, envelope: Envelope, *, sidecar: bool = True) -> None:
-        if sidecar:
-            self.sidecars.write(envelope)
-        self._status.put(envelope)
+        self._status.put(envelope, _replace(self.sidecars, envelope, sidecar))
         self._index(envelope)
         with self._lock:
             self._recent.insert(0, envelope.key)

@@ -13,16 +13,19 @@ and closes that client. (What the nodes share as files is `workers.files.shared_
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
 from pipelines.results import ResultFiles
+from workers.broker.message_keys import MessageKeys
 from workers.broker.target import RedisTarget, bounded_client, resilient
 from workers.core.cluster_view import ClusterView
 from workers.core.settings import Settings
-from workers.state.admission import MemoryAdmission, QueueAdmission, RedisAdmission
+from workers.state.admission import QueueAdmission, RedisAdmission
+from workers.state.admission_twin import CountedAdmission
 from workers.state.chunks import ChunkStreams, MemoryChunks, RedisChunks
 from workers.state.claims import Claims, MemoryClaims, RedisClaims
 from workers.state.coordination import Coordination, MemoryCoordination, RedisCoordination
@@ -31,7 +34,12 @@ from workers.state.job_records import JobRecords, MemoryJobRecords, RedisJobReco
 from workers.state.results import MemoryResults, RedisResults, Results
 from workers.state.roster import MemoryRoster, RedisRoster, Roster
 from workers.state.state_view import SharedStateView
-from workers.state.status_index import MemoryStatusIndex, RedisStatusIndex, StatusIndex
+from workers.state.status_index import (
+    ENTRY_TTL,
+    MemoryStatusIndex,
+    RedisStatusIndex,
+    StatusIndex,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,32 +59,45 @@ class SharedState:
         self.closer()
 
 
-def redis_state(client: redis.Redis[bytes], sidecars: ResultFiles, result_ttl: int) -> SharedState:
+def redis_state(
+    client: redis.Redis[bytes],
+    sidecars: ResultFiles,
+    result_ttl: int,
+    transport: Mapping[str, Any] | None = None,
+) -> SharedState:
     """The ports over Redis `client` (closed with the state), the results' truth in
-    `sidecars`, index entries kept `result_ttl` seconds."""
+    `sidecars`, index entries kept `result_ttl` seconds; Celery's messages kept as the
+    `transport` options say (`MCP_MEDIA_REDIS_TRANSPORT_OPTIONS`: key prefix, priority
+    steps), which the view counts."""
     status = RedisStatusIndex(client)
     admission = RedisAdmission(client, result_ttl)
+    roster = RedisRoster(client, MessageKeys.of(transport))
     return _composed(
         RedisResults(client, sidecars, result_ttl, status, admission),
         admission,
         status,
         (RedisJobRecords(client), RedisClaims(client), RedisChunks(client)),
-        (RedisDeadLetters(client), RedisCoordination(client), RedisRoster(client)),
+        (RedisDeadLetters(client), RedisCoordination(client), roster),
         client.close,
     )
 
 
-def memory_state(sidecars: ResultFiles, clock: Callable[[], float] = time.monotonic) -> SharedState:
+def memory_state(
+    sidecars: ResultFiles,
+    clock: Callable[[], float] = time.monotonic,
+    result_ttl: float = ENTRY_TTL,
+) -> SharedState:
     """The in-memory twins, for one process (`--inline` runs, unit tests), over the same
-    sidecars (so results survive the process and dedup across runs), on one `clock`."""
-    status = MemoryStatusIndex()
-    admission = MemoryAdmission(status, clock)
+    sidecars (so results survive the process and dedup across runs), on one `clock`, index
+    entries kept `result_ttl` seconds."""
+    status = MemoryStatusIndex(clock, result_ttl)
+    admission = CountedAdmission(status, clock)
     return _composed(
         MemoryResults(sidecars, status, admission),
         admission,
         status,
         (MemoryJobRecords(clock), MemoryClaims(clock), MemoryChunks()),
-        (MemoryDeadLetters(), MemoryCoordination(clock), MemoryRoster(admission.waiting, clock)),
+        (MemoryDeadLetters(), MemoryCoordination(clock), MemoryRoster(admission, clock)),
         lambda: None,
     )
 
@@ -127,4 +148,9 @@ def open_redis_state(settings: Settings, url: str | None = None) -> SharedState:
     from workers.files.shared_files import open_shared_files
 
     sidecars = open_shared_files(settings).sidecars
-    return redis_state(broker_client(settings, url), sidecars, settings.jobs.result_ttl)
+    return redis_state(
+        broker_client(settings, url),
+        sidecars,
+        settings.jobs.result_ttl,
+        settings.redis_transport_options,
+    )

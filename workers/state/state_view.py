@@ -12,7 +12,7 @@ from typing import Any
 
 from pipelines.results import Envelope
 from workers.core.announcements import WorkerInfo
-from workers.core.cluster_view import WORKER_FRESH_SECONDS
+from workers.core.cluster_view import WORKER_FRESH_SECONDS, QueueSignals
 from workers.state.coordination import Coordination
 from workers.state.dead_letters import DeadLetters
 from workers.state.results import Results
@@ -53,6 +53,9 @@ class SharedStateView:
 
     def queue_lengths(self, queues: Sequence[str]) -> dict[str, int]:
         return self.roster.queue_lengths(queues)
+
+    def queue_signals(self, queues: Sequence[str]) -> dict[str, QueueSignals]:
+        return self.roster.queue_signals(queues)
 
     def paused_queues(self) -> set[str]:
         return self._coordination.paused_queues()

@@ -19,7 +19,7 @@ from tests.support.state_contract.common import (
 )
 from workers.core.gateway import answers
 from workers.core.wait_estimate import refuse_late
-from workers.state.admission import QueueAdmission, Submission, WaitBudget
+from workers.state.admission import Admitted, QueueAdmission, Submission, WaitBudget
 from workers.state.shared_state import SharedState
 
 STT = Capability.AUDIO_TRANSCRIBE
@@ -237,6 +237,39 @@ def check_a_failed_job_moves_no_mean_but_leaves_the_running_set(h: Harness, tmp:
     assert admission.finish_estimate("stt", "next", 1) == 4.0  # nothing runs ahead of it now
 
 
+def check_lanes_are_admitted_apart(h: Harness, tmp: Path) -> None:
+    """Each lane queue counts its own waiting jobs: a batch backlog never refuses a live
+    submission, by high water or by expected wait; the running jobs and the mean are the
+    capability's, shared by its lanes."""
+    state = h.make(tmp)
+    admission = state.admission
+    _measured(state, STT, 4.0)
+
+    def submit(
+        n: int, job: str, queue: str, high: int = 0, budget: WaitBudget | None = None
+    ) -> Admitted:
+        return admission.admit(Submission(speech_key(STT, n), job, 60, queue, high, False, budget))
+
+    for n in range(10):
+        assert submit(200 + n, f"b{n}", "stt.batch").decision == "queued"
+    refused = submit(210, "b10", "stt.batch", 10)
+    assert (refused.decision, refused.waiting) == ("refused", 10)  # the batch lane's high water
+    assert submit(0, "live0", "stt", 10).decision == "queued"  # the live lane's own
+    budget = WaitBudget(10.0, 2)  # 4 s a job on 2 slots: 5 ahead would finish in 12 s
+    decisions = [submit(n, f"live{n}", "stt", budget=budget).decision for n in range(1, 6)]
+    assert decisions == ["queued"] * 4 + ["busy"]  # counted behind the live jobs only
+    assert admission.finish_estimate("stt", "live0", 2) == 4.0
+    assert admission.finish_estimate("stt", "b0", 2) is None  # not in the live lane
+    assert admission.finish_estimate("stt.batch", "b9", 2) == 20.0  # nine ahead in its lane
+    assert admission.service_time("stt.batch") == admission.service_time("stt") == 4.0
+    admission.started("stt", "b0")  # a worker names the capability's queue: either lane
+    assert submit(210, "b10", "stt.batch", 10).decision == "queued"
+    assert admission.finish_estimate("stt.batch", "b10", 2) is not None
+    admission.started("stt", "b1")  # running batch work is ahead of live work: the slots
+    admission.started("stt", "b2")  # are shared
+    assert admission.finish_estimate("stt", "live0", 2) == 6.0
+
+
 CHECKS: list[Check] = [
     check_inflight_jobs_share_one_id,
     check_admission_decides_once,
@@ -246,4 +279,5 @@ CHECKS: list[Check] = [
     check_finish_estimate_by_position_and_late_refusal,
     check_admitted_jobs_leave_the_order_when_they_expire,
     check_a_failed_job_moves_no_mean_but_leaves_the_running_set,
+    check_lanes_are_admitted_apart,
 ]

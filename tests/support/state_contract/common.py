@@ -23,13 +23,15 @@ class Harness:
     `make` builds the state over sidecars under a folder (twice over one folder: a second
     process); `wait` lets time pass for expiries (the twin's clock, or real seconds);
     `announce` puts a worker's announcement where the roster reads it (a heartbeat's write);
-    `enqueue` leaves jobs waiting in a queue (a sent message, or the twin's admitted job).
+    `enqueue` leaves jobs waiting in a queue (a sent message, or the twin's admitted job);
+    `expire_entries` lets every result's index entry run out its TTL (the sidecars stay).
     """
 
     make: Callable[[Path], SharedState]
     wait: Callable[[float], None]
     announce: Callable[[SharedState, str, dict[str, Any]], None]
     enqueue: Callable[[SharedState, str, int], None]
+    expire_entries: Callable[[SharedState], None]
 
 
 Check = Callable[[Harness, Path], None]

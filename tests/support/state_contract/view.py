@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pipelines.results import Status
 from tests.support.state_contract.common import KEY, OTHER, Check, Harness, envelope
-from workers.core.cluster_view import WORKER_FRESH_SECONDS
+from workers.core.cluster_view import WORKER_FRESH_SECONDS, QueueSignals
 
 
 def check_live_workers_are_the_freshly_announced(h: Harness, tmp: Path) -> None:
@@ -33,6 +33,14 @@ def check_queue_lengths_count_the_jobs_waiting(h: Harness, tmp: Path) -> None:
     h.enqueue(state, "stt", 2)
     h.enqueue(state, "vision", 1)
     assert state.view.queue_lengths(["stt", "vision", "tts"]) == {"stt": 2, "vision": 1, "tts": 0}
+
+
+def check_queue_signals_count_the_jobs_waiting_and_nothing_held(h: Harness, tmp: Path) -> None:
+    state = h.make(tmp)
+    h.enqueue(state, "stt", 2)
+    signals = state.view.queue_signals(["stt", "tts"])
+    assert (signals["stt"].waiting, signals["stt"].reserved, signals["stt"].running) == (2, 0, 0)
+    assert signals["tts"] == QueueSignals(0, 0, 0, 0.0, 0.0)
 
 
 def check_the_view_reads_what_the_other_ports_hold(h: Harness, tmp: Path) -> None:
@@ -61,5 +69,6 @@ def check_the_view_reads_what_the_other_ports_hold(h: Harness, tmp: Path) -> Non
 CHECKS: list[Check] = [
     check_live_workers_are_the_freshly_announced,
     check_queue_lengths_count_the_jobs_waiting,
+    check_queue_signals_count_the_jobs_waiting_and_nothing_held,
     check_the_view_reads_what_the_other_ports_hold,
 ]

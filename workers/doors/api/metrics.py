@@ -1,7 +1,8 @@
 """`/metrics` in the Prometheus text format (prometheus_client, one registry per app).
 
-Cluster figures (queue depth, workers, jobs by status, dead letters) are read from Redis at
-scrape time, so every `serve` process reports the same cluster; what this process saw
+Cluster figures (each lane's queue signals, `workers.doors.api.queue_metrics`; jobs by
+status, dead letters) are read from Redis at scrape time, so every `serve` process reports
+the same cluster; what this process saw
 (requests, dedup hits, job latency, engine calls it caused) are its own counters.
 """
 
@@ -17,7 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.capabilities import CAPABILITIES
+from workers.doors.api.queue_metrics import QueueCollector
+from workers.doors.api.reprocess_metrics import ReprocessCollector
 
 if TYPE_CHECKING:
     from workers.core.cluster_view import ClusterView
@@ -56,7 +59,9 @@ class ApiMetrics:
         )
 
     def watch(self, view: ClusterView) -> None:
+        self.registry.register(QueueCollector(view))
         self.registry.register(ClusterCollector(view))
+        self.registry.register(ReprocessCollector(view))
 
 
 class ClusterCollector(Collector):
@@ -69,19 +74,6 @@ class ClusterCollector(Collector):
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
-        depth = GaugeMetricFamily(
-            "mcp_media_queue_depth", "Jobs waiting in each queue", labels=["queue"]
-        )
-        for queue, count in self.view.queue_lengths(QUEUES).items():
-            depth.add_metric([queue], count)
-        yield depth
-        workers = GaugeMetricFamily(
-            "mcp_media_workers", "Live workers serving each queue", labels=["queue"]
-        )
-        live = self.view.live_workers()
-        for queue in QUEUES:
-            workers.add_metric([queue], sum(queue in w.queues for w in live))
-        yield workers
         jobs = GaugeMetricFamily(
             "mcp_media_jobs",
             "Jobs finished in the cluster, by capability and status (from the result index)",

@@ -17,7 +17,7 @@ from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey
 from workers.core import keys
 from workers.core.announcements import WorkerInfo
-from workers.core.capabilities import CAPABILITIES, QUEUES
+from workers.core.capabilities import CAPABILITIES, QUEUES, Lane, lane_queues
 from workers.core.cluster_view import ClusterView
 from workers.core.gateway import JobGateway
 from workers.core.operations import (
@@ -71,7 +71,7 @@ class Board:
     def snapshot(self) -> dict[str, Any]:
         view = self.view
         workers = view.live_workers()
-        waiting = view.queue_lengths(QUEUES)
+        waiting = view.queue_lengths(lane_queues())
         paused = view.paused_queues()
         dead = view.dead_letters(DEAD_SHOWN)
         dead_by_capability = view.dead_letter_counts()
@@ -85,8 +85,11 @@ class Board:
                     "capability": name,
                     "queue": spec.queue,
                     "kind": kind.value if kind is not None else None,
-                    "waiting": waiting[spec.queue],
-                    "running": sum(w.active_by_queue.get(spec.queue, 0) for w in workers),
+                    "waiting": sum(waiting[q] for q in spec.lane_queues),
+                    "batch": waiting[spec.lane_queue(Lane.BATCH)],  # of them, in the batch lane
+                    "running": sum(
+                        w.active_by_queue.get(q, 0) for w in workers for q in spec.lane_queues
+                    ),
                     "done": counts.get("done", 0),
                     "degraded": counts.get("degraded", 0),
                     "failed": counts.get("failed", 0),
@@ -109,9 +112,12 @@ class Board:
             return None
         report["locked"] = self.view.locked(keys.reprocess_lock(kind.value))
         finished = report["done"] + report["degraded"] + report["failed"]
+        # `total` is what the run planned (after the point it resumed from); a report
+        # written before runs counted their plan has only `selected`.
+        report.setdefault("total", report["selected"])
         if report["running"]:
-            total = max(report["selected"], 1)
-            report["percent"] = min(99, 100 * finished // total) if report["selected"] else 0
+            total = max(report["total"], 1)
+            report["percent"] = min(99, 100 * finished // total) if report["total"] else 0
         else:
             report["percent"] = 100
         report["finished"] = finished

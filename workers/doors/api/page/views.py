@@ -74,6 +74,9 @@ def counts_fragment(tile: dict[str, Any], csrf: str) -> str:
         f'<button type=submit class="{button.lower()}" data-queue="{_e(queue)}">{button}</button>'
         "</form>"
     )
+    batch = int(tile.get("batch") or 0)
+    if batch:  # reprocess work, taken after live work (the waiting count holds it)
+        state += f" <span class=lane>{batch} of the waiting in the batch lane</span>"
     return (
         f"<div class=counts>{cells}</div><div class=queue-state>{state} {pause}</div>{_run(tile)}"
     )
@@ -89,8 +92,9 @@ def _run(tile: dict[str, Any]) -> str:
     percent = int(run["percent"])
     what = f"{run['mode']}{' + degraded' if run['include_degraded'] else ''}"
     detail = (
-        f"{run['finished']}/{run['selected']} finished (done {run['done']}, degraded "
+        f"{run['finished']}/{run['total']} finished (done {run['done']}, degraded "
         f"{run['degraded']}, failed {run['failed']}; {run['skipped']} up to date)"
+        f"{_pace(run, state)}"
     )
     return (
         f'<div class="run {state}" data-state="{state}">'
@@ -99,6 +103,16 @@ def _run(tile: dict[str, Any]) -> str:
         f' aria-label="reprocess progress">{percent}%</progress>'
         f"<span class=percent>{percent}%</span> <span class=detail>{_e(detail)}</span></div>"
     )
+
+
+def _pace(run: dict[str, Any], state: str) -> str:
+    """Submitted so far, the rate of results and the time left, while the run goes."""
+    resumed = f", resumed after {run['resumed']}" if run.get("resumed") else ""
+    said = f"; enqueued {run.get('enqueued', 0)}/{run['total']}{resumed}"
+    if state == "running" and run.get("rate"):
+        eta = run.get("eta_seconds")
+        said += f", {run['rate']:.1f}/s" + (f", about {eta:.0f} s left" if eta else "")
+    return said
 
 
 def _tile(tile: dict[str, Any], csrf: str) -> str:
