@@ -125,6 +125,9 @@ class JobSettings(BaseModel):
     # The batch lanes' floor: one fetch in this many takes batch work first while both lanes
     # of a worker wait, so a steady live stream leaves batch at least 1/N of the slots.
     batch_every: int = Field(default=10, ge=2, le=1000)
+    # A worker told to stop (SIGTERM) lets its running jobs finish this long, then hands the
+    # rest back and exits: inside Kubernetes' default terminationGracePeriodSeconds (30).
+    shutdown_grace: float = Field(default=25.0, ge=0)
 
 
 class StoreSettings(BaseModel):

@@ -110,6 +110,14 @@ def _on_shutdown(**_: Any) -> None:
             _heartbeat.forget()
 
 
+def stop_heartbeat(wait: float) -> None:
+    """Stop renewing leases, waiting up to `wait` s for a beat under way (a stopping worker
+    hands its jobs back: no lease of them may be renewed after)."""
+    if _heartbeat is not None:
+        _heartbeat.stop()
+        _heartbeat._thread.join(wait)
+
+
 def _on_received(request: Any = None, **_: Any) -> None:
     # Lease a job the moment this worker takes it, not at the next heartbeat.
     if _heartbeat is not None and request is not None:

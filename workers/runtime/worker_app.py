@@ -15,7 +15,7 @@ from workers.broker.celery_config import base_app
 from workers.broker.embedded import broker_url
 from workers.core.confinement import confine_process
 from workers.core.settings import Settings
-from workers.runtime import pool_commands, signals, tasks
+from workers.runtime import pool_commands, shutdown, signals, tasks
 
 
 def create_app(settings: Settings, url: str) -> Celery:
@@ -23,6 +23,7 @@ def create_app(settings: Settings, url: str) -> Celery:
     app.conf.worker_consumer = "workers.runtime.consumer:Consumer"  # its quicker reconnect
     tasks.register(app)
     signals.connect(app)
+    shutdown.register(app)
     pool_commands.register()
     return app
 

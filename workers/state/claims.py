@@ -33,6 +33,18 @@ return 0
 """
 
 
+# Every claim and slot token this process tree takes starts with this (a worker and its pool
+# children share it: they fork after this module is loaded). A worker handing its jobs back
+# as it stops releases exactly its own, whatever PID namespace or host name it shares.
+TREE = secrets.token_hex(8)
+
+
+def taken_here(token: bytes | str) -> bool:
+    """The token was taken by this process tree (a claim's is `pid:TREE-random`)."""
+    text = token.decode(errors="replace") if isinstance(token, bytes) else token
+    return text.split(":", 1)[-1].startswith(f"{TREE}-")
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     key: ResultKey
@@ -72,7 +84,7 @@ class RedisClaims:
         # Tokens are random per claim, never derived from a host name or pid: two workers
         # with the same host name in different PID namespaces must never take each other's
         # live claim. Only the TTL ends a claim whose holder died (renewed while alive).
-        token = f"{os.getpid()}:{secrets.token_hex(16)}"  # the pid is for people reading it
+        token = f"{os.getpid()}:{TREE}-{secrets.token_hex(16)}"  # the pid: for people to read
         if self.redis.set(keys.claim(key), token, nx=True, px=int(ttl * 1000)):
             return Claim(key, token)
         return None
@@ -90,7 +102,7 @@ class RedisClaims:
         return bool(self.redis.exists(keys.claim(key)))
 
     def acquire_slot(self, name: str, limit: int, ttl: float) -> str | None:
-        token = secrets.token_hex(12)
+        token = f"{TREE}-{secrets.token_hex(12)}"
         now = time.time()
         ok = self._sem_acquire(keys=[keys.semaphore(name)], args=[now, now + ttl, limit, token])
         return token if ok else None
