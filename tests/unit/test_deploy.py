@@ -82,6 +82,8 @@ def test_one_worker_deployment_per_capability_on_its_queue() -> None:
         pod = deployment["spec"]["template"]["spec"]
         assert container(deployment)["args"] == ["worker", "--queues", spec.queue]
         assert pod["terminationGracePeriodSeconds"] == GRACE_SECONDS
+        # The worker hands back what still runs before Kubernetes kills it.
+        assert 0 <= worker_grace() < GRACE_SECONDS
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert deployment["spec"]["replicas"] == 0, "KEDA owns the replica count"
     assert set(deployments) == {f"mcp-media-worker-{s.queue}" for s in CAPABILITIES.values()} | {
@@ -101,6 +103,13 @@ def test_settings_are_real_names_and_secrets_come_from_secrets() -> None:
                 assert "secretKeyRef" in entry["valueFrom"], entry
     for name in names:
         assert setting_exists(name), name
+
+
+def worker_grace() -> float:
+    """The workers' shutdown grace as the ConfigMap sets it (else the setting's default)."""
+    (config,) = of_kind(documents(KUBERNETES), "ConfigMap").values()
+    given = config["data"].get("MCP_MEDIA_JOBS__SHUTDOWN_GRACE")
+    return float(given) if given is not None else Settings().jobs.shutdown_grace
 
 
 def setting_exists(name: str) -> bool:
