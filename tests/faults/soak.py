@@ -33,9 +33,10 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
-from tests.faults import doors, scenarios
+from tests.faults import doors, scale_down, scenarios
 from tests.faults.scenarios import CpuBurners, Outcome
 from tests.support.cluster import ROOT, Cluster, SplitCluster
 from tests.support.fake_openai import FakeOpenAI
@@ -75,6 +76,18 @@ def diagnose(cluster: Cluster) -> None:
         if worker.proc.poll() is None:
             tail = worker.text()[-3000:]
             print(f"--- {worker.log} (pid {worker.proc.pid})\n{tail}", file=sys.stderr)
+
+
+def as_before(cluster: Cluster, scenario: Callable[[], Outcome]) -> Outcome:
+    """Run a scale-down scenario and put back the workers' settings and the provider's
+    behaviour it changed, for the scenarios after it."""
+    env, behaviour = dict(cluster.env_vars), cluster.fake.set()
+    try:
+        return scenario()
+    finally:
+        cluster.env_vars.clear()
+        cluster.env_vars.update(env)
+        cluster.fake.set(**{f.name: getattr(behaviour, f.name) for f in fields(behaviour)})
 
 
 def run(rounds: int, burners: int, workdir: Path, shared_nothing: bool = False) -> int:
@@ -141,6 +154,23 @@ def _run(rounds: int, burners: int, workdir: Path, s3: SeaweedS3 | None) -> int:
                     steps.append(
                         ("door_disk_full", lambda t: doors.door_disk_full(up, spoken, workdir, t))
                     )
+                steps += [
+                    (
+                        "scale_down_threads_hand_back",
+                        lambda t: as_before(
+                            cluster,
+                            lambda: scale_down.threads_batch(
+                                cluster, workdir, t, grace=0.5, latency=3.0
+                            ),
+                        ),
+                    ),
+                    (
+                        "scale_down_prefork",
+                        lambda t: as_before(
+                            cluster, lambda: scale_down.prefork_batch(cluster, spoken, workdir, t)
+                        ),
+                    ),
+                ]
                 for index, (name, step) in enumerate(steps):
                     tag = r * 10 + index
                     ran += 1
