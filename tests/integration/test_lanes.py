@@ -18,14 +18,14 @@ from workers.core.capabilities import Lane
 pytestmark = pytest.mark.integration
 
 SLOTS = 2
-BACKLOG = 40
+BACKLOG = 200  # hundreds of batch jobs wait
 LIVE_WIDTH = 80  # the live image's width: the batch images are 64 wide
 
 
 def test_a_live_job_starts_next_while_a_batch_backlog_waits(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    cluster.fake.set(latency=0.3)  # each call holds its slot: the backlog stays queued
+    cluster.fake.set(latency=0.1)  # each call holds its slot: the backlog stays queued
     cluster.start_worker("vision", concurrency=SLOTS)
     backlog = image_jobs(cluster, tmp_path, range(1000, 1000 + BACKLOG))
     (live,) = image_jobs(cluster, tmp_path, range(2000, 2001), size=(LIVE_WIDTH, 60))
