@@ -39,6 +39,7 @@ SUITES = {
     "admission": admission.run,
     "lanes": lanes.run,
     "live_lanes": live_lanes.run,
+    "live_lanes_voice": live_lanes.run_voice,
     "quality": quality.run,
     "kokoro": kokoro.run,
     "words": words.run,
