@@ -109,6 +109,47 @@ def test_sweep_leaves_leased_jobs_alone_and_drops_finished_ones(
         client.close()
 
 
+def test_a_later_forced_jobs_result_answers_an_earlier_forced_job(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Two `reprocess --all` runs force the same key twice: the second job's result, started
+    after the first job was submitted, answers both; a result from before a forced job
+    answers it not (it asked for a new one)."""
+    client = cluster.client()
+    stored = client.settings.media_cache().store_file(
+        noisy_png(tmp_path / "forced.png", 7), MediaKind.IMAGE
+    )
+
+    def forced() -> str:
+        handle = client.submit_one(
+            Capability.VISION_SUMMARIZE,
+            stored.sha256,
+            stored.path,
+            force=True,
+            params={"force": True},
+        )
+        client.redis.lrem("vision", 0, _message(client, handle.id))
+        return handle.id
+
+    try:
+        first = forced()
+        key = ResultKey.parse(client.journal.get(first)["kwargs"]["key"])  # type: ignore[index]
+        done = Envelope(Status.DONE, key, {"summary": "x"}, job_id=first, started_at=time.time())
+        client.state.results.put(done)  # the first run's job ends: its key is free again
+        second = forced()
+        assert second != first
+        later = Envelope(Status.DONE, key, {"summary": "y"}, job_id=second, started_at=time.time())
+        client.state.results.put(later)  # the second run's result replaces the first's
+        assert recovery(client).sweep(grace=0, settle=0) == []
+        assert client.journal.get(first) is None and client.journal.get(second) is None
+        # A third forced job: the result it finds started before it was submitted.
+        time.sleep(0.01)
+        third = forced()
+        assert recovery(client).sweep(grace=0, settle=0) == [third]
+    finally:
+        client.close()
+
+
 def test_a_failed_send_leaves_nothing_to_resend(cluster: Cluster, tmp_path: Path) -> None:
     client = cluster.client()
     stored = client.settings.media_cache().store_file(

@@ -277,6 +277,8 @@ class MediaClient(JobGateway):
                 "queue": queue,
                 "soft": soft,
                 "hard": hard,
+                # A forced job is answered by a result started after this (recovery).
+                "submitted": time.time(),
             }
             # Durable first (what re-sends the job if its message is lost), then in Redis.
             self.journal.add(job_id, {**record, "ttl": inflight_ttl})

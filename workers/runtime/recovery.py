@@ -215,7 +215,7 @@ class Recovery:
             return []
         open_jobs = []
         for entry in stale:
-            if self._settled(entry.job_id, entry.body):
+            if self._settled(entry.job_id, entry.body, entry.touched):
                 self.journal.remove(entry.job_id)
             else:
                 open_jobs.append(entry)
@@ -246,16 +246,25 @@ class Recovery:
         record = self.state.records.job_record(job_id)
         return record if record is not None else self.journal.get(job_id)
 
-    def _settled(self, job_id: str, record: dict[str, Any]) -> bool:
-        """The job's key has a finished result that answers this job."""
+    def _settled(self, job_id: str, record: dict[str, Any], since: float | None = None) -> bool:
+        """The job's key has a finished result that answers this job: any, or for a forced
+        job its own or one started after the job was submitted (`since` for records written
+        before they said when). A later forced job of the same key (a second `reprocess
+        --all`) answers an earlier one: else each would re-send the other's job for ever."""
         envelope = self.state.results.get(ResultKey.parse(record["kwargs"]["key"]))
         if envelope is None or not envelope.status.finished:
             return False
         forced = bool((record["kwargs"].get("params") or {}).get("force"))
-        return not forced or envelope.job_id == job_id
+        if not forced or envelope.job_id == job_id:
+            return True
+        submitted = record.get("submitted", since)
+        started = envelope.started_at
+        return submitted is not None and started is not None and started >= float(submitted)
 
     def _resend(self, job_id: str, record: dict[str, Any]) -> None:
         body = {k: record[k] for k in ("task", "kwargs", "queue", "soft", "hard")}
+        if "submitted" in record:
+            body["submitted"] = record["submitted"]
         ttl = int(record.get("ttl") or 86400)
         key = ResultKey.parse(record["kwargs"]["key"])
         # Its record, in-flight entry and key, as the gateway and admission left them (lost
