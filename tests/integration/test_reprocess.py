@@ -198,6 +198,9 @@ def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: P
         assert run.wait(timeout=10) == -signal.SIGKILL
         stopped = json.loads(client.get(checkpoint) or b"{}")
         assert stopped["submitted"] == 2 and not stopped.get("complete")
+        # A dry run says what the next run would do: resume after the two.
+        dry = cluster.cli_json("reprocess", "--kind", "image", "--all", "--dry-run")
+        assert dry["resumed"] == 2 and dry["selected"] == 4
         client.delete("mcp-media:reprocess:image")  # what its expiry would do in 30 s
 
         cluster.start_worker("vision")
@@ -230,3 +233,11 @@ def test_the_run_shows_on_metrics_and_the_jobs_page(cluster: Cluster, tmp_path: 
         for name, value in (("total", 3), ("submitted", 3), ("done", 3), ("running", 0)):
             assert f'mcp_media_reprocess_{name}{{kind="image"}} {value:.1f}' in metrics, name
         assert 'mcp_media_reprocess_total{kind="audio"}' not in metrics  # no audio run
+    # A run over every kind is shown once, as `all` (its report sits under each kind).
+    assert cluster.cli_json("reprocess")["selected"] == 0
+    with serve(cluster) as served, httpx2.Client(timeout=10) as http:
+        auth = {"Authorization": f"Bearer {served.key}"}
+        metrics = http.get(f"{served.url}/metrics", headers=auth).text
+    assert 'mcp_media_reprocess_total{kind="all"} 0.0' in metrics
+    shown = [line for line in metrics.splitlines() if line.startswith("mcp_media_reprocess_")]
+    assert not [line for line in shown if 'kind="image"' in line or 'kind="audio"' in line]

@@ -232,9 +232,11 @@ def run(
     store's blobs and results again (for blobs stored by nodes that kept no index)."""
     tally = Tally()
     settings, files = client.settings, client.files
-    if dry_run:
-        kinds = plans(settings, selection, client.version, None)
+    if dry_run:  # what a run would enqueue now: resuming a stopped one too, unless `restart`
+        stopped = None if restart else Checkpoint(client.state.coordination, selection)
+        kinds = plans(settings, selection, client.version, stopped)
         _prepare(client, selection, kinds, again=backfill, out=out)
+        tally.resumed = sum(plan.submitted for plan in kinds)
         for _ in select(settings, selection, tally, client.version, files, kinds):
             pass
         tally.total = tally.selected

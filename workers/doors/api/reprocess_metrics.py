@@ -1,5 +1,6 @@
-"""`/metrics` gauges of the current (or last) reprocess run of each media kind, read from
-its report in Redis at scrape time, so every `serve` process shows the same run."""
+"""`/metrics` gauges of the current (or last) reprocess run of each media kind (`kind="all"`
+for a run over every kind), read from its report in Redis at scrape time, so every `serve`
+process shows the same run."""
 
 from __future__ import annotations
 
@@ -42,7 +43,10 @@ class ReprocessCollector(Collector):
                 keys.reprocess_lock(kind.value)
             )
             finished = sum(int(report.get(k, 0)) for k in ("done", "degraded", "failed"))
-            figures[kind.value] = {
+            # A run over several kinds writes one report under each: shown once, as `all`.
+            covered = report.get("kinds") or [kind.value]
+            label = "all" if len(covered) > 1 else str(covered[0])
+            figures[label] = {
                 "total": float(report.get("total", report.get("selected", 0))),
                 "enqueued": float(report.get("enqueued", 0)),
                 "finished": float(finished),
