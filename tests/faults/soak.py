@@ -79,8 +79,11 @@ def diagnose(cluster: Cluster) -> None:
 
 
 def as_before(cluster: Cluster, scenario: Callable[[], Outcome]) -> Outcome:
-    """Run a scale-down scenario and put back the workers' settings and the provider's
-    behaviour it changed, for the scenarios after it."""
+    """Run a scale-down scenario on a pool of its own (the workers earlier scenarios left
+    running are stopped first: with the cluster's 3 s vision timeout they would fail its
+    slow jobs) and put back the workers' settings and the provider's behaviour it changed,
+    for the scenarios after it."""
+    cluster.stop()
     env, behaviour = dict(cluster.env_vars), cluster.fake.set()
     try:
         return scenario()
