@@ -172,11 +172,14 @@ def test_a_crashed_run_cannot_hold_the_lock(cluster: Cluster, tmp_path: Path) ->
         client.close()
 
 
-def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: Path) -> None:
-    """SIGKILL mid-run: the next run lists after the last item submitted, and a forced run
-    (which would otherwise submit everything again) submits each item once."""
-    seed(cluster, tmp_path, list(range(60, 66)))
-    env = cluster.env(MCP_MEDIA_JOBS__BATCH_HIGH_WATER="2")
+HIGH_WATER_2 = {"MCP_MEDIA_JOBS__BATCH_HIGH_WATER": "2"}
+CHECKPOINT = "mcp-media:reprocess-checkpoint:image"
+
+
+def killed_at_high_water(env: dict[str, str], broker_url: str) -> redis.Redis[bytes]:
+    """`reprocess --kind image --all` SIGKILLed once it submitted two items (no worker: it
+    waits at the batch lane's high water of 2 that `env` sets); a client of the broker for
+    the caller to close."""
     run = subprocess.Popen(
         [sys.executable, "-m", "workers.cli.main", "reprocess", "--kind", "image", "--all"],
         stdout=subprocess.DEVNULL,
@@ -184,19 +187,32 @@ def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: P
         cwd=ROOT,
         env=env,
     )
-    client = redis.Redis.from_url(cluster.broker.url)
-    checkpoint = "mcp-media:reprocess-checkpoint:image"
+    client = redis.Redis.from_url(broker_url)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            raw = client.get(checkpoint)
+            raw = client.get(CHECKPOINT)
             if raw is not None and json.loads(raw)["submitted"] == 2:
                 break
             time.sleep(0.05)
         assert client.llen("vision.batch") == 2  # no worker: the run waits at the high water
+    except BaseException:
+        client.close()
+        raise
+    finally:
         run.send_signal(signal.SIGKILL)
-        assert run.wait(timeout=10) == -signal.SIGKILL
-        stopped = json.loads(client.get(checkpoint) or b"{}")
+        code = run.wait(timeout=10)
+    assert code == -signal.SIGKILL
+    return client
+
+
+def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: Path) -> None:
+    """SIGKILL mid-run: the next run lists after the last item submitted, and a forced run
+    (which would otherwise submit everything again) submits each item once."""
+    seed(cluster, tmp_path, list(range(60, 66)))
+    client = killed_at_high_water(cluster.env(**HIGH_WATER_2), cluster.broker.url)
+    try:
+        stopped = json.loads(client.get(CHECKPOINT) or b"{}")
         assert stopped["submitted"] == 2 and not stopped.get("complete")
         # A dry run says what the next run would do: resume after the two.
         dry = cluster.cli_json("reprocess", "--kind", "image", "--all", "--dry-run")
@@ -204,9 +220,7 @@ def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: P
         client.delete("mcp-media:reprocess:image")  # what its expiry would do in 30 s
 
         cluster.start_worker("vision")
-        resumed = cluster.cli_json(
-            "reprocess", "--kind", "image", "--all", MCP_MEDIA_JOBS__BATCH_HIGH_WATER="2"
-        )
+        resumed = cluster.cli_json("reprocess", "--kind", "image", "--all", **HIGH_WATER_2)
         assert resumed["resumed"] == 2
         assert resumed["total"] == 4 and resumed["enqueued"] == 4 and resumed["done"] == 4
         deadline = time.monotonic() + 60
@@ -214,12 +228,10 @@ def test_a_killed_run_resumes_after_its_checkpoint(cluster: Cluster, tmp_path: P
             time.sleep(0.1)  # the two the killed run submitted finish on their own
         # Each image was summarised once: nothing the killed run submitted was sent again.
         assert cluster.fake.request_count == 6
-        assert json.loads(client.get(checkpoint) or b"{}")["complete"] is True
+        assert json.loads(client.get(CHECKPOINT) or b"{}")["complete"] is True
         again = cluster.cli_json("reprocess", "--kind", "image", "--all", "--dry-run")
         assert again["resumed"] == 0 and again["selected"] == 6  # a finished run starts afresh
     finally:
-        if run.poll() is None:
-            run.kill()
         client.close()
 
 

@@ -8,20 +8,17 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from pipelines.media import Capability, MediaKind
 from pipelines.results import Envelope, ResultKey, Status
-from tests.integration.conftest import ROOT, Cluster
+from tests.integration.conftest import Cluster
+from tests.integration.test_reprocess import HIGH_WATER_2, killed_at_high_water
 from tests.integration.test_vision_jobs import noisy_png
 from workers.core.capabilities import CAPABILITIES
 from workers.core.operations import Selection
@@ -184,25 +181,8 @@ def test_a_killed_run_on_a_bucket_resumes_and_submits_nothing_twice(
         data = path.read_bytes()
         ref = BlobRef(hashlib.sha256(data).hexdigest(), MediaKind.IMAGE, ".png", len(data))
         assert files.blobs.put(ref, path, "image/png")
-    run = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli.main", "reprocess", "--kind", "image", "--all"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=ROOT,
-        env=a.env(MCP_MEDIA_JOBS__BATCH_HIGH_WATER="2"),
-    )
-    client = redis.Redis.from_url(a.broker.url)
-    checkpoint = "mcp-media:reprocess-checkpoint:image"
+    client = killed_at_high_water(a.env(**HIGH_WATER_2), a.broker.url)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            raw = client.get(checkpoint)
-            if raw is not None and json.loads(raw)["submitted"] == 2:
-                break
-            time.sleep(0.05)
-        assert client.llen("vision.batch") == 2  # no worker: the run waits at the high water
-        run.send_signal(signal.SIGKILL)
-        assert run.wait(timeout=10) == -signal.SIGKILL
         client.delete("mcp-media:reprocess:image")  # what its expiry would do in 30 s
         b.start_worker("vision")
         resumed = a.cli_json("reprocess", "--kind", "image", "--all")
@@ -212,6 +192,4 @@ def test_a_killed_run_on_a_bucket_resumes_and_submits_nothing_twice(
             time.sleep(0.1)  # the two the killed run submitted finish on their own
         assert a.fake.request_count == 6  # each image once
     finally:
-        if run.poll() is None:
-            run.kill()
         client.close()
