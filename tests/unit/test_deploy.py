@@ -77,13 +77,14 @@ def test_each_kustomization_lists_every_file_of_its_folder() -> None:
 
 def test_one_worker_deployment_per_capability_on_its_queue() -> None:
     deployments = of_kind(documents(KUBERNETES), "Deployment")
+    grace = worker_grace()
     for spec in CAPABILITIES.values():
         deployment = deployments[f"mcp-media-worker-{spec.queue}"]
         pod = deployment["spec"]["template"]["spec"]
         assert container(deployment)["args"] == ["worker", "--queues", spec.queue]
         assert pod["terminationGracePeriodSeconds"] == GRACE_SECONDS
         # The worker hands back what still runs before Kubernetes kills it.
-        assert 0 <= worker_grace() < GRACE_SECONDS
+        assert 0 <= grace < GRACE_SECONDS
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert deployment["spec"]["replicas"] == 0, "KEDA owns the replica count"
     assert set(deployments) == {f"mcp-media-worker-{s.queue}" for s in CAPABILITIES.values()} | {
