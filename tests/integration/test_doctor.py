@@ -3,6 +3,7 @@ vision endpoint that answers and one that does not, and an upstream MCP server i
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -83,3 +84,25 @@ def test_without_a_broker_jobs_run_in_process(cluster: Cluster) -> None:
     said = lines(done.stdout)
     assert said["broker"].startswith("OK none known"), done.stdout
     assert said["vision"].startswith("OK no endpoint"), done.stdout
+
+
+def test_a_host_that_never_answers_is_a_line_not_a_hang(cluster: Cluster) -> None:
+    """A port that takes connections and never answers (the kernel accepts them into the
+    backlog): the broker's ping and the vision endpoint's request each end at --timeout."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        done = cluster.cli(
+            "doctor",
+            "--timeout",
+            "1",
+            timeout=60,
+            MCP_MEDIA_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+            MCP_MEDIA_VISION__BASE_URL=f"http://127.0.0.1:{port}/v1",
+        )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    said = lines(done.stdout)
+    assert said["broker"].startswith(f"FAIL redis://127.0.0.1:{port}/0: no answer ("), done.stdout
+    assert said["broker"].endswith("waited up to 1 s)"), done.stdout
+    assert said["vision"].startswith(f"FAIL http://127.0.0.1:{port}/v1: no answer ("), done.stdout

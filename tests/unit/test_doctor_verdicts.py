@@ -93,12 +93,14 @@ def test_no_broker_is_the_in_process_default() -> None:
 
 
 def test_a_configured_broker_that_does_not_answer_fails_and_says_how_to_do_without() -> None:
-    found = judge_broker(
-        BrokerFacts(BrokerKind.CONFIGURED, "redis://127.0.0.1:1/0", problem="no answer")
-    )
+    where = "redis://127.0.0.1:1/0"
+    found = judge_broker(BrokerFacts(BrokerKind.CONFIGURED, where, "no answer", silent=True))
     assert found.verdict is Verdict.FAIL
     assert found.said == "redis://127.0.0.1:1/0: no answer"
-    assert "unset MCP_MEDIA_REDIS_URL" in found.fix
+    assert found.fix.startswith("start it, or unset MCP_MEDIA_REDIS_URL")
+    refused = judge_broker(BrokerFacts(BrokerKind.CONFIGURED, where, "authentication failed"))
+    assert refused.verdict is Verdict.FAIL
+    assert refused.fix.startswith("correct the setting named")
 
 
 def test_a_broker_without_workers_warns_and_names_the_queues_nobody_takes() -> None:

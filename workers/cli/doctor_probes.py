@@ -76,18 +76,34 @@ def model_facts(settings: Settings) -> ModelFacts:
 def broker_facts(settings: Settings, timeout: float) -> BrokerFacts:
     from pipelines.errors import ConfigError
     from workers.broker.embedded import running_embedded
-    from workers.broker.target import RedisTarget
+    from workers.broker.target import RedisTarget, bounded_client, explain
 
     if settings.redis_url:
         kind, url = BrokerKind.CONFIGURED, settings.redis_url
         target = RedisTarget.of(settings, url)
         where = target.where()
+        for name, path in (
+            ("MCP_MEDIA_REDIS_CA_CERTS", settings.redis_ca_certs),
+            ("MCP_MEDIA_REDIS_CERTFILE", settings.redis_certfile),
+            ("MCP_MEDIA_REDIS_KEYFILE", settings.redis_keyfile),
+        ):
+            if path is not None and not path.is_file():
+                return BrokerFacts(kind, where, problem=f"{name}={path}: no such file")
+        # One ping first, within the bound: a host that does not answer costs it once.
+        probe = bounded_client(target, timeout, timeout)
         try:
-            target.check(timeout)  # certificates, credentials, the master's name
+            probe.ping()
+            target.check(timeout)  # it answers: now certificates, ACL, the master's name
         except ConfigError as exc:
             return BrokerFacts(kind, where, problem=one_line(exc))
-        except Exception as exc:  # something not Redis answered there
-            return BrokerFacts(kind, where, problem=f"no Redis answer ({one_line(exc)})")
+        except Exception as exc:  # no answer, or not Redis that answered
+            said = explain(exc)
+            if said is None:
+                said = f"no answer ({one_line(exc)}; waited up to {timeout:g} s)"
+                return BrokerFacts(kind, where, problem=said, silent=True)
+            return BrokerFacts(kind, where, problem=said)
+        finally:
+            probe.close()
     else:
         embedded = running_embedded(settings.home)
         if embedded is None:
@@ -108,7 +124,7 @@ def _workers(
     try:
         workers = collect(bounded, url)["workers"]
     except Exception as exc:  # no answer, refused: named, never raised
-        return BrokerFacts(kind, where, problem=f"no answer ({one_line(exc)})")
+        return BrokerFacts(kind, where, problem=f"no answer ({one_line(exc)})", silent=True)
     taken = {str(queue).split(".")[0] for w in workers for queue in w["queues"]}
     return BrokerFacts(
         kind, where, workers=len(workers), unserved=tuple(q for q in QUEUES if q not in taken)

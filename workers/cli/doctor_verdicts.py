@@ -106,6 +106,7 @@ class BrokerFacts:
     kind: BrokerKind
     where: str = ""
     problem: str = ""  # why it cannot be used: no answer, refused credentials, ...
+    silent: bool = False  # the problem is that it does not answer (else a setting)
     workers: int | None = None  # workers announcing themselves, when it answered
     unserved: tuple[str, ...] = ()  # queues no live worker takes
 
@@ -118,11 +119,12 @@ def judge_broker(facts: BrokerFacts) -> Finding:
             "none known: jobs run in the door's own process (the in-process default)",
         )
     if facts.problem:
-        fix = (
-            "start it, or unset MCP_MEDIA_REDIS_URL to run jobs in the door's process"
-            if facts.kind is BrokerKind.CONFIGURED
-            else "mcp-media down, then mcp-media up"
-        )
+        if facts.kind is BrokerKind.EMBEDDED:
+            fix = "mcp-media down, then mcp-media up"
+        elif facts.silent:
+            fix = "start it, or unset MCP_MEDIA_REDIS_URL to run jobs in the door's process"
+        else:
+            fix = "correct the setting named, or unset MCP_MEDIA_REDIS_URL for in-process jobs"
         return Finding("broker", Verdict.FAIL, f"{facts.where}: {facts.problem}", fix)
     said = f"{facts.where} answers; {facts.workers or 0} worker(s) announce themselves"
     if not facts.workers:
