@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,9 +28,12 @@ def lines(stdout: str) -> dict[str, str]:
     return found
 
 
-def test_a_working_set_up_with_an_upstream_exits_zero(cluster: Cluster) -> None:
+def test_a_working_set_up_with_an_upstream_exits_zero(cluster: Cluster, tmp_path: Path) -> None:
     cluster.start_worker("vision", concurrency=1)
-    done = cluster.cli("doctor", "--", *TOOLS_ONLY)
+    hermes = tmp_path / "hermes"
+    hermes.mkdir()
+    (hermes / "config.yaml").write_text("mcp_discovery_timeout: 7\nmcp_servers: {}\n")
+    done = cluster.cli("doctor", "--", *TOOLS_ONLY, HERMES_HOME=str(hermes))
     assert done.returncode == 0, (done.stdout, done.stderr)  # warnings only
     said = lines(done.stdout)
     assert said["broker"].startswith("WARN "), done.stdout
@@ -43,7 +47,10 @@ def test_a_working_set_up_with_an_upstream_exits_zero(cluster: Cluster) -> None:
     assert said["upstream"].startswith("OK ") and said["upstream"].endswith(", 4 tools")
     assert said["proxy"].startswith("OK ready in "), said["proxy"]
     assert "(4 upstream + our own)" in said["proxy"]
-    assert "hermes discovery" in said and "not timed" not in said["hermes discovery"]
+    # Timed, against the value hermes' own config sets.
+    discovery = said["hermes discovery"]
+    assert discovery.split()[0] in ("OK", "WARN") and "proxy's tools came after" in discovery
+    assert f"mcp_discovery_timeout (7 s in {hermes / 'config.yaml'})" in discovery
     assert said["hermes speech"].startswith("WARN serve waits up to 300 s")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from workers.cli.doctor import _Probe
-from workers.cli.doctor_probes import _model_ids
+from workers.cli.doctor_probes import _model_ids, discovery_timeout, hermes_config
 from workers.cli.doctor_verdicts import (
     BrokerFacts,
     BrokerKind,
@@ -221,3 +221,19 @@ def test_the_endpoints_model_list_is_read_when_there_is_one() -> None:
     assert _model_ids(b"<html>not found</html>") == ()
     assert _model_ids(b'{"object": "list"}') == ()
     assert _model_ids(b"[1, 2]") == ()
+
+
+def test_hermes_discovery_timeout_is_read_from_its_config(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    assert discovery_timeout(config) is None  # no file: hermes' default
+    config.write_text("model:\n  mcp_discovery_timeout: 9\nmcp_discovery_timeout: 5  # slow\n")
+    assert discovery_timeout(config) == 5.0  # the top-level key, not a nested one
+    config.write_text("mcp_servers: {}\n")
+    assert discovery_timeout(config) is None
+    assert hermes_config({"HERMES_HOME": "/srv/h"}) == Path("/srv/h/config.yaml")
+    assert hermes_config({}).name == "config.yaml"
+
+    waits = Waits(api_wait=25.0, proxy_ready=2.6, discovery=5.0, discovery_from=str(config))
+    found = judge_timeouts(waits)[0]
+    assert found.verdict is Verdict.OK
+    assert f"mcp_discovery_timeout (5 s in {config})" in found.said

@@ -20,7 +20,9 @@ from typing import Generic, TypeVar
 
 from workers.cli.doctor_probes import (
     broker_facts,
+    discovery_timeout,
     dropped_settings,
+    hermes_config,
     model_facts,
     one_line,
     proxy_command,
@@ -110,6 +112,17 @@ def _judged(topic: str, probe: _Probe[T], judge: Callable[[T], Finding], seconds
     return _late(topic, facts) if isinstance(facts, str) else judge(facts)
 
 
+def _waits(settings: Settings, env: dict[str, str], proxy_ready: float | None) -> Waits:
+    """Our waits, and hermes' discovery timeout from its config.yaml when one sets it."""
+    config = hermes_config(env)
+    read = discovery_timeout(config)
+    if read is None:
+        return Waits(settings.api.wait, proxy_ready=proxy_ready)
+    return Waits(
+        settings.api.wait, proxy_ready=proxy_ready, discovery=read, discovery_from=str(config)
+    )
+
+
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     timeout = max(0.1, float(args.timeout))
     upstream_timeout = max(0.1, float(args.upstream_timeout))
@@ -149,7 +162,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
             alone, proxied = timed
             findings += judge_upstream(shown(command), alone, proxied)
             proxy_ready = proxied.seconds
-    findings += judge_timeouts(Waits(api_wait=settings.api.wait, proxy_ready=proxy_ready))
+    findings += judge_timeouts(_waits(settings, env, proxy_ready))
     sys.stdout.write(render(findings))
     sys.stdout.flush()
     return exit_code(findings)

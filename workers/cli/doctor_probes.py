@@ -8,11 +8,13 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shlex
 import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from workers.cli.doctor_verdicts import (
     BrokerFacts,
@@ -191,6 +193,29 @@ def _model_ids(body: bytes) -> tuple[str, ...]:
         return tuple(str(entry["id"]) for entry in data if isinstance(entry, dict))
     except (ValueError, AttributeError, KeyError, TypeError):
         return ()
+
+
+_DISCOVERY = re.compile(r"^mcp_discovery_timeout:\s*([0-9.]+)\s*(?:#.*)?$", re.M)
+
+
+def hermes_config(env: Mapping[str, str]) -> Path:
+    """hermes-agent's config.yaml: under $HERMES_HOME, else ~/.hermes."""
+    home = env.get("HERMES_HOME")
+    return (Path(home) if home else Path.home() / ".hermes") / "config.yaml"
+
+
+def discovery_timeout(config: Path) -> float | None:
+    """The top-level `mcp_discovery_timeout` of a hermes config.yaml; None when the file or
+    the key is not there (hermes then waits its default). A plain line match: mcp-media
+    does not depend on a YAML parser for this one number."""
+    try:
+        found = _DISCOVERY.search(config.read_text(errors="replace"))
+    except OSError:
+        return None
+    try:
+        return float(found[1]) if found else None
+    except ValueError:
+        return None
 
 
 def proxy_command(command: Sequence[str]) -> list[str]:

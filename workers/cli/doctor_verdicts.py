@@ -293,40 +293,13 @@ class Waits:
     api_wait: float  # MCP_MEDIA_API__WAIT: `serve` waits this long for a job
     door_wait: float = DOOR_WAIT
     proxy_ready: float | None = None  # measured, when an upstream was given
+    # hermes' mcp_discovery_timeout, and where it was read ("" for its default)
+    discovery: float = HERMES_DISCOVERY_TIMEOUT
+    discovery_from: str = ""
 
 
 def judge_timeouts(waits: Waits) -> list[Finding]:
-    found: list[Finding] = []
-    if waits.proxy_ready is None:
-        found.append(
-            Finding(
-                "hermes discovery",
-                Verdict.OK,
-                f"hermes chat waits {HERMES_DISCOVERY_TIMEOUT:g} s for MCP tools (not timed: "
-                "give an upstream, mcp-media doctor -- CMD ARGS)",
-            )
-        )
-    elif waits.proxy_ready > HERMES_DISCOVERY_TIMEOUT:
-        raise_to = max(5, int(waits.proxy_ready * 2 + 1))
-        found.append(
-            Finding(
-                "hermes discovery",
-                Verdict.WARN,
-                f"the proxy's tools came after {waits.proxy_ready:.2f} s, longer than hermes' "
-                f"mcp_discovery_timeout ({HERMES_DISCOVERY_TIMEOUT:g} s): they are missing "
-                "from its first turn",
-                f"mcp_discovery_timeout: {raise_to} in hermes' config.yaml",
-            )
-        )
-    else:
-        found.append(
-            Finding(
-                "hermes discovery",
-                Verdict.OK,
-                f"the proxy's tools came after {waits.proxy_ready:.2f} s, within hermes' "
-                f"mcp_discovery_timeout ({HERMES_DISCOVERY_TIMEOUT:g} s)",
-            )
-        )
+    found = [_discovery(waits)]
     if waits.api_wait > HERMES_STT_TIMEOUT:
         found.append(
             Finding(
@@ -358,6 +331,34 @@ def judge_timeouts(waits: Waits) -> list[Finding]:
         )
     )
     return found
+
+
+def _discovery(waits: Waits) -> Finding:
+    """The proxy's time to its tools against hermes' `mcp_discovery_timeout`."""
+    where = f"in {waits.discovery_from}" if waits.discovery_from else "by default"
+    setting = f"mcp_discovery_timeout ({waits.discovery:g} s {where})"
+    topic = "hermes discovery"
+    if waits.proxy_ready is None:
+        return Finding(
+            topic,
+            Verdict.OK,
+            f"hermes chat waits {setting} for MCP tools; not timed: give the upstream "
+            "(mcp-media doctor -- CMD ARGS)",
+        )
+    if waits.proxy_ready > waits.discovery:
+        raise_to = max(5, int(waits.proxy_ready * 2 + 1))
+        return Finding(
+            topic,
+            Verdict.WARN,
+            f"the proxy's tools came after {waits.proxy_ready:.2f} s, longer than hermes' "
+            f"{setting}: they are missing from its first turn",
+            f"mcp_discovery_timeout: {raise_to} in hermes' config.yaml",
+        )
+    return Finding(
+        topic,
+        Verdict.OK,
+        f"the proxy's tools came after {waits.proxy_ready:.2f} s, within hermes' {setting}",
+    )
 
 
 def render(findings: list[Finding]) -> str:
