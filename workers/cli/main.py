@@ -23,6 +23,8 @@ from workers.cli.admin import (
     cmd_worker,
 )
 from workers.cli.common import EXIT_USAGE, CliError, broker_fault, check_text_args
+from workers.cli.doctor import add_doctor_flags, cmd_doctor
+from workers.cli.door_start import forgiving_settings
 from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd_mcp, cmd_proxy
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
 from workers.cli.outcomes import exit_status
@@ -186,6 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--api", action="store_true", help="also `mcp-media serve` (MCP_MEDIA_API__HOST/PORT)"
     )
     p.set_defaults(handler=cmd_up)
+
+    p = sub.add_parser(
+        "doctor",
+        help="what works in this set-up and what to change (models, broker, store, vision,"
+        " an upstream, the agent's timeouts)",
+        description="mcp-media doctor [--timeout S] [-- CMD ARGS...]",
+    )
+    add_doctor_flags(p)
+    p.set_defaults(handler=cmd_doctor, load_settings=forgiving_settings)
     return parser
 
 
