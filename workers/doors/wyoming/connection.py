@@ -1,0 +1,206 @@
+"""One Wyoming connection: its events read within bounds and answered in order.
+
+A request the door refuses (an unknown voice, a language the model lacks, a queue at its
+high water, a failed job) is answered with an `error` event and the connection stays open;
+an event that breaks the framing (an oversized length, a header that is not JSON, silence
+past the idle bound) is answered with an `error` event and the connection closed, since
+what follows can no longer be framed. Each connection's state is its own: no event of one
+reaches another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+from anyio import to_thread
+from wyoming.asr import Transcribe, Transcript
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.event import Event, async_write_event
+from wyoming.info import Describe
+from wyoming.ping import Ping, Pong
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeVoice,
+)
+
+from pipelines.media import Capability
+from pipelines.outcomes import Outcome
+from pipelines.speech.transcript import Transcript as SpokenText
+from workers.core.gateway import JobGateway
+from workers.doors.wyoming import jobs
+from workers.doors.wyoming.asr import AudioFormat, Recording, job_options
+from workers.doors.wyoming.describe import CatalogCache, info_of
+from workers.doors.wyoming.framing import FrameError, read_event
+from workers.doors.wyoming.limits import Limits
+from workers.doors.wyoming.outcomes import Refused, door_failure, error_event
+from workers.doors.wyoming.tts import SentenceStream, Speaker, choose_voice
+
+log = logging.getLogger(__name__)
+
+TRANSCRIPT_STREAMING = False
+SYNTHESIZE_STREAMING = True
+
+
+@dataclass
+class Door:
+    """What every connection shares: the gateway, the bounds, the catalog it describes."""
+
+    gateway: JobGateway
+    limits: Limits
+    catalog: CatalogCache
+    open: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class Connection:
+    def __init__(
+        self, door: Door, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.door = door
+        self.reader = reader
+        self.writer = writer
+        self.gateway = door.gateway
+        self.limits = door.limits
+        self.transcribe: Transcribe | None = None
+        self.recording: Recording | None = None
+        self.refused_audio = False  # the utterance was refused: drop its chunks till audio-stop
+        self.speaker = Speaker(door.gateway, door.limits, self.write)
+        self.streaming: tuple[SynthesizeVoice | None, SentenceStream] | None = None
+
+    async def write(self, event: Event) -> None:
+        await async_write_event(event, self.writer)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    event = await read_event(self.reader, self.limits)
+                except FrameError as exc:
+                    log.info("wyoming: closing a connection: %s", exc.text)
+                    await self.write(error_event(Refused(exc.outcome, exc.text).failure))
+                    return
+                if event is None:
+                    return
+                await self.answer(event)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return  # the peer went away
+        finally:
+            if self.recording is not None:
+                self.recording.discard()
+            with contextlib.suppress(ConnectionError, OSError):
+                self.writer.close()
+
+    async def answer(self, event: Event) -> None:
+        try:
+            await self.dispatch(event)
+        except Refused as exc:
+            await self.write(error_event(exc.failure))
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # an event of a known type without the fields its type needs
+            text = f"a malformed {event.type!r} event: {type(exc).__name__} {exc}"
+            await self.write(error_event(Refused(Outcome.INVALID_INPUT, text).failure))
+        except Exception as exc:
+            failure = door_failure(exc, self.gateway)
+            if failure.outcome is Outcome.INTERNAL:
+                log.exception("wyoming: %s failed", event.type)
+            await self.write(error_event(failure))
+
+    async def dispatch(self, event: Event) -> None:
+        kind = event.type
+        if Describe.is_type(kind):
+            found = self.door.catalog.catalog
+            await self.write(info_of(found, TRANSCRIPT_STREAMING, SYNTHESIZE_STREAMING).event())
+        elif Ping.is_type(kind):
+            await self.write(Pong(text=Ping.from_event(event).text).event())
+        elif Transcribe.is_type(kind):
+            request = Transcribe.from_event(event)
+            try:  # refused before the audio is spent: its audio is dropped
+                job_options(self.door.catalog.catalog.stt, request)
+            except Refused:
+                self.refused_audio = True
+                raise
+            self.transcribe = request
+        elif AudioStart.is_type(kind):
+            if not self.refused_audio:
+                self._start(AudioFormat.of(AudioStart.from_event(event)))
+        elif AudioChunk.is_type(kind):
+            await self._chunk(AudioChunk.from_event(event))
+        elif AudioStop.is_type(kind):
+            await self._stop()
+        elif Synthesize.is_type(kind):
+            if self.streaming is None:  # inside a stream it repeats the streamed text
+                said = Synthesize.from_event(event)
+                await self.speaker.speak(said.text, self._voice(said.voice))
+        elif SynthesizeStart.is_type(kind):
+            start = SynthesizeStart.from_event(event)
+            self.streaming = (start.voice, SentenceStream(self.limits.text_chars))
+        elif SynthesizeChunk.is_type(kind):
+            await self._stream_chunk(SynthesizeChunk.from_event(event).text)
+        elif SynthesizeStop.is_type(kind):
+            await self._stream_stop()
+        else:
+            raise Refused(Outcome.INVALID_INPUT, f"unknown event type {kind[:64]!r}")
+
+    def _voice(self, voice: SynthesizeVoice | None) -> str:
+        return choose_voice(self.door.catalog.catalog, voice, self.gateway.settings.api.voices)
+
+    def _start(self, fmt: AudioFormat) -> None:
+        if self.recording is not None:
+            self.recording.discard()
+        self.recording = Recording(self.gateway.settings, fmt, self.limits.audio_seconds)
+
+    async def _chunk(self, chunk: AudioChunk) -> None:
+        if self.refused_audio:
+            return
+        if self.recording is None:  # no audio-start: the first chunk says the format
+            self._start(AudioFormat.of(chunk))
+        assert self.recording is not None
+        try:
+            self.recording.write(chunk)
+        except Refused:
+            self.recording.discard()
+            self.recording = None
+            self.refused_audio = True
+            raise
+
+    async def _stop(self) -> None:
+        recording, self.recording = self.recording, None
+        request, self.transcribe = self.transcribe, None
+        if self.refused_audio:
+            self.refused_audio = False
+            return
+        if recording is None:
+            raise Refused(Outcome.EMPTY_AUDIO, "audio-stop without any audio")
+        blob = await to_thread.run_sync(recording.finish)
+        options = job_options(self.door.catalog.catalog.stt, request)
+        wait = self.limits.wait
+        capability = Capability.AUDIO_TRANSCRIBE
+        handle = await jobs.submit(self.gateway, capability, blob.sha256, blob.path, options, wait)
+        envelope = await jobs.finished(self.gateway, handle, wait)
+        spoken = SpokenText.from_dict(jobs.output(envelope, handle.id))
+        await self.write(Transcript(text=spoken.text, language=spoken.language or None).event())
+
+    async def _stream_chunk(self, text: str) -> None:
+        if self.streaming is None:
+            raise Refused(Outcome.INVALID_INPUT, "synthesize-chunk before synthesize-start")
+        voice, sentences = self.streaming
+        for sentence in sentences.add(text):
+            await self.speaker.speak(sentence, self._voice(voice))
+
+    async def _stream_stop(self) -> None:
+        if self.streaming is None:
+            raise Refused(Outcome.INVALID_INPUT, "synthesize-stop before synthesize-start")
+        voice, sentences = self.streaming
+        self.streaming = None
+        rest = sentences.rest()
+        if rest:
+            await self.speaker.speak(rest, self._voice(voice))
+        await self.write(SynthesizeStopped().event())
