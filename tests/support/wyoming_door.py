@@ -35,12 +35,14 @@ def wyoming_command(*args: str) -> list[str]:
 
 
 @contextmanager
-def wyoming(cluster: Cluster, *args: str, **env: str) -> Iterator[WyomingDoor]:
-    """The door on a free loopback port (more flags in `args`)."""
+def wyoming(
+    cluster: Cluster, *args: str, host: str = "127.0.0.1", **env: str
+) -> Iterator[WyomingDoor]:
+    """The door on a free port of `host` (more flags in `args`), reached on loopback."""
     port = free_port()
     log = cluster.home / "logs" / f"wyoming-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = wyoming_command("--uri", f"tcp://127.0.0.1:{port}", *args)
+    command = wyoming_command("--uri", f"tcp://{host}:{port}", *args)
     with log.open("wb") as out:
         proc = subprocess.Popen(
             command, cwd=ROOT, env=cluster.env(**env), stdout=subprocess.DEVNULL, stderr=out
@@ -54,10 +56,10 @@ def wyoming(cluster: Cluster, *args: str, **env: str) -> Iterator[WyomingDoor]:
 
 
 async def exchange(
-    client: AsyncClient, events: Sequence[Event], until: Sequence[str]
+    client: AsyncClient, events: Sequence[Event], until: Sequence[str], errors: bool = True
 ) -> list[Event]:
-    """Send `events` on one connection, then read until an event of a type in `until` (or
-    `error`, or the end of the connection)."""
+    """Send `events` on one connection, then read until an event of a type in `until` (or,
+    with `errors`, an `error`), or the end of the connection."""
     got: list[Event] = []
     async with client:
         for event in events:
@@ -67,9 +69,11 @@ async def exchange(
             if found is None:
                 return got
             got.append(found)
-            if found.type in until or found.type == "error":
+            if found.type in until or (errors and found.type == "error"):
                 return got
 
 
-def run(client: AsyncClient, events: Sequence[Event], until: Sequence[str]) -> list[Event]:
-    return asyncio.run(exchange(client, events, until))
+def run(
+    client: AsyncClient, events: Sequence[Event], until: Sequence[str], errors: bool = True
+) -> list[Event]:
+    return asyncio.run(exchange(client, events, until, errors))

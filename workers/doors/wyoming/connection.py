@@ -44,6 +44,8 @@ from workers.doors.wyoming.tts import SentenceStream, Speaker, choose_voice
 
 log = logging.getLogger(__name__)
 
+DRAIN_BYTES = 1 << 20  # of a connection closed for a broken frame, read and dropped at most
+DRAIN_SECONDS = 2.0
 TRANSCRIPT_STREAMING = False
 SYNTHESIZE_STREAMING = True
 
@@ -84,6 +86,7 @@ class Connection:
                 except FrameError as exc:
                     log.info("wyoming: closing a connection: %s", exc.text)
                     await self.write(error_event(Refused(exc.outcome, exc.text).failure))
+                    await self._drain()
                     return
                 if event is None:
                     return
@@ -95,6 +98,18 @@ class Connection:
                 self.recording.discard()
             with contextlib.suppress(ConnectionError, OSError):
                 self.writer.close()
+
+    async def _drain(self) -> None:
+        """Half-close, then read and drop what the peer still sends, within bounds: a socket
+        closed with unread data is reset by the kernel, and the peer may never read the
+        error it was sent."""
+        with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+            if self.writer.can_write_eof():
+                self.writer.write_eof()
+            async with asyncio.timeout(DRAIN_SECONDS):
+                left = DRAIN_BYTES
+                while left > 0 and (data := await self.reader.read(min(left, 64 * 1024))):
+                    left -= len(data)
 
     async def answer(self, event: Event) -> None:
         try:
