@@ -5,6 +5,7 @@ channel counts, the language honoured or refused."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Iterator
@@ -181,16 +182,29 @@ def test_describe_and_transcript_times(
 ) -> None:
     """Not asserted (the machine is shared): printed for the report."""
     pcm = audio_of(speak(door, [Synthesize("Turn on the kitchen light.").event()]))
-    started = time.perf_counter()
-    describe(door)
-    described = time.perf_counter() - started
-    started = time.perf_counter()
-    said = transcribe(door, pcm, 24_000, 2, 1, "en")
-    transcribed = time.perf_counter() - started
-    assert said.type == "transcript"
+
+    async def timed() -> tuple[float, float, Event | None]:
+        async with door.client() as client:
+            started = time.perf_counter()
+            await client.write_event(Describe().event())
+            info = await client.read_event()
+            described = time.perf_counter() - started
+            assert info is not None and info.type == "info"
+        async with door.client() as client:
+            await client.write_event(Transcribe(language="en").event())
+            await client.write_event(AudioStart(24_000, 2, 1).event())
+            for at in range(0, len(pcm), 4800):
+                await client.write_event(AudioChunk(24_000, 2, 1, pcm[at : at + 4800]).event())
+            started = time.perf_counter()
+            await client.write_event(AudioStop().event())
+            said = await client.read_event()
+            return described, time.perf_counter() - started, said
+
+    described, transcribed, said = asyncio.run(timed())
+    assert said is not None and said.type == "transcript"
+    assert heard("Turn on the kitchen light.", Transcript.from_event(said).text) >= 0.8
     with capsys.disabled():
         print(
-            f"\n[wyoming] describe->info {described * 1000:.1f} ms; "
-            f"clip {len(pcm) / 48_000:.2f} s transcribed (connect..transcript) in "
-            f"{transcribed * 1000:.0f} ms"
+            f"\n[wyoming] describe->info {described * 1000:.1f} ms; audio-stop->transcript "
+            f"{transcribed * 1000:.0f} ms for a {len(pcm) / 48_000:.2f} s clip"
         )
