@@ -90,12 +90,20 @@ def hostile(door: WyomingDoor) -> None:
     # an unknown type, a malformed known one: answered, and the connection stays open
     events = run(
         door.client(),
-        [Event("frobnicate"), Event("audio-start", {"rate": "fast"}), Describe().event()],
+        [
+            Event("frobnicate"),
+            Event("audio-start", {"rate": "fast"}),
+            Event("synthesize", {"text": 5}),
+            Event("synthesize", {"text": "Hi.", "voice": {"name": ["x"]}}),
+            Event("transcribe", {"language": {"en": 1}}),
+            Event("synthesize-chunk", {"text": "Hello."}),  # no stream started
+            Describe().event(),
+        ],
         ["info"],
         errors=False,
     )
-    assert [error_code(e) for e in events[:2]] == ["invalid_input", "invalid_input"]
-    assert events[2].type == "info"
+    assert [error_code(e) for e in events[:-1]] == ["invalid_input"] * 6
+    assert events[-1].type == "info"
     # two seconds of audio past the one-second bound: refused once, the rest dropped
     second = bytes(32_000)
     events = run(

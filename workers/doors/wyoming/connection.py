@@ -37,6 +37,7 @@ from workers.core.gateway import JobGateway
 from workers.doors.wyoming import jobs
 from workers.doors.wyoming.asr import AudioFormat, Recording, job_options
 from workers.doors.wyoming.describe import CatalogCache, info_of
+from workers.doors.wyoming.events import parsed
 from workers.doors.wyoming.framing import FrameError, read_event
 from workers.doors.wyoming.limits import Limits
 from workers.doors.wyoming.outcomes import Refused, door_failure, error_event
@@ -118,10 +119,6 @@ class Connection:
             await self.write(error_event(exc.failure))
         except (ConnectionError, asyncio.CancelledError):
             raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            # an event of a known type without the fields its type needs
-            text = f"a malformed {event.type!r} event: {type(exc).__name__} {exc}"
-            await self.write(error_event(Refused(Outcome.INVALID_INPUT, text).failure))
         except Exception as exc:
             failure = door_failure(exc, self.gateway)
             if failure.outcome is Outcome.INTERNAL:
@@ -134,9 +131,9 @@ class Connection:
             found = self.door.catalog.catalog
             await self.write(info_of(found, TRANSCRIPT_STREAMING, SYNTHESIZE_STREAMING).event())
         elif Ping.is_type(kind):
-            await self.write(Pong(text=Ping.from_event(event).text).event())
+            await self.write(Pong(text=parsed(Ping, event).text).event())
         elif Transcribe.is_type(kind):
-            request = Transcribe.from_event(event)
+            request = parsed(Transcribe, event)
             try:  # refused before the audio is spent: its audio is dropped
                 job_options(self.door.catalog.catalog.stt, request)
             except Refused:
@@ -145,20 +142,20 @@ class Connection:
             self.transcribe = request
         elif AudioStart.is_type(kind):
             if not self.refused_audio:
-                self._start(AudioFormat.of(AudioStart.from_event(event)))
+                self._start(AudioFormat.of(parsed(AudioStart, event)))
         elif AudioChunk.is_type(kind):
-            await self._chunk(AudioChunk.from_event(event))
+            await self._chunk(parsed(AudioChunk, event))
         elif AudioStop.is_type(kind):
             await self._stop()
         elif Synthesize.is_type(kind):
             if self.streaming is None:  # inside a stream it repeats the streamed text
-                said = Synthesize.from_event(event)
+                said = parsed(Synthesize, event)
                 await self.speaker.speak(said.text, self._voice(said.voice))
         elif SynthesizeStart.is_type(kind):
-            start = SynthesizeStart.from_event(event)
+            start = parsed(SynthesizeStart, event)
             self.streaming = (start.voice, SentenceStream(self.limits.text_chars))
         elif SynthesizeChunk.is_type(kind):
-            await self._stream_chunk(SynthesizeChunk.from_event(event).text)
+            await self._stream_chunk(parsed(SynthesizeChunk, event).text)
         elif SynthesizeStop.is_type(kind):
             await self._stream_stop()
         else:
