@@ -51,6 +51,19 @@ TRANSCRIPT_STREAMING = False
 SYNTHESIZE_STREAMING = True
 
 
+async def drain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seconds: float) -> None:
+    """Half-close, then read and drop what the peer still sends, within bounds: a socket
+    closed with unread data is reset by the kernel, and the peer may never read the error
+    it was sent."""
+    with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+        if writer.can_write_eof():
+            writer.write_eof()
+        async with asyncio.timeout(seconds):
+            left = DRAIN_BYTES
+            while left > 0 and (data := await reader.read(min(left, 64 * 1024))):
+                left -= len(data)
+
+
 @dataclass
 class Door:
     """What every connection shares: the gateway, the bounds, the catalog it describes."""
@@ -87,7 +100,7 @@ class Connection:
                 except FrameError as exc:
                     log.info("wyoming: closing a connection: %s", exc.text)
                     await self.write(error_event(Refused(exc.outcome, exc.text).failure))
-                    await self._drain()
+                    await drain(self.reader, self.writer, DRAIN_SECONDS)
                     return
                 if event is None:
                     return
@@ -99,18 +112,6 @@ class Connection:
                 self.recording.discard()
             with contextlib.suppress(ConnectionError, OSError):
                 self.writer.close()
-
-    async def _drain(self) -> None:
-        """Half-close, then read and drop what the peer still sends, within bounds: a socket
-        closed with unread data is reset by the kernel, and the peer may never read the
-        error it was sent."""
-        with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-            if self.writer.can_write_eof():
-                self.writer.write_eof()
-            async with asyncio.timeout(DRAIN_SECONDS):
-                left = DRAIN_BYTES
-                while left > 0 and (data := await self.reader.read(min(left, 64 * 1024))):
-                    left -= len(data)
 
     async def answer(self, event: Event) -> None:
         try:

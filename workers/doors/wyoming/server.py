@@ -26,10 +26,12 @@ from wyoming.event import async_write_event
 from pipelines.outcomes import Outcome
 from workers.core.outcomes import Failure
 from workers.doors.listen import ListenError, check_free, is_loopback
-from workers.doors.wyoming.connection import Connection, Door
+from workers.doors.wyoming.connection import Connection, Door, drain
 from workers.doors.wyoming.outcomes import error_event
 
 log = logging.getLogger(__name__)
+
+REFUSED_DRAIN_SECONDS = 0.5  # a connection past the count: brief, so a flood holds little
 
 
 class Scheme(StrEnum):
@@ -130,6 +132,7 @@ async def _connected(
         )
         with contextlib.suppress(ConnectionError, OSError):
             await async_write_event(error_event(failure), writer)
+            await drain(reader, writer, REFUSED_DRAIN_SECONDS)
             writer.close()
         return
     door.open.add(task)
