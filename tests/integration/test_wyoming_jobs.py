@@ -33,11 +33,12 @@ def utterance(door: WyomingDoor, seconds: float) -> Error:
     return Error.from_event(answer)
 
 
-def test_no_worker_is_refused(cluster: Cluster) -> None:
-    with wyoming(cluster) as door:
+def test_no_worker_is_refused_and_audio_past_the_blob_bound_too(cluster: Cluster) -> None:
+    with wyoming(cluster, MCP_MEDIA_MAX_BLOB_BYTES="40000") as door:
         said: Event = run(door.client(), [Synthesize("Hello there.").event()], ["audio-stop"])[-1]
         assert Error.from_event(said).code == "no_worker"
-        assert utterance(door, 1.0).code == "no_worker"
+        assert utterance(door, 1.0).code == "no_worker"  # 32 kB
+        assert utterance(door, 2.0).code == "audio_too_large"  # 64 kB, within its seconds
 
 
 def test_admission_refuses_past_the_high_water_and_joins_the_job_in_flight(

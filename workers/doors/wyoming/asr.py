@@ -91,6 +91,8 @@ class Recording:
         self.format = fmt
         self.limit = int(max_seconds * fmt.bytes_per_second)
         self.max_seconds = max_seconds
+        # Disk too: seconds at 192 kHz, 32-bit, 8 channels would be gigabytes.
+        self.max_bytes = settings.max_blob_bytes
         self.size = 0
         folder = settings.cache_root / "uploads"
         private_folders(settings.home, folder)
@@ -115,6 +117,11 @@ class Recording:
             raise Refused(
                 Outcome.AUDIO_TOO_LONG,
                 f"the audio is over this server's {self.max_seconds:g} s",
+            )
+        if self.size > self.max_bytes:
+            raise Refused(
+                Outcome.AUDIO_TOO_LARGE,
+                f"the audio is over {self.max_bytes} bytes (MCP_MEDIA_MAX_BLOB_BYTES)",
             )
         frame = self.format.width * self.format.channels
         if len(audio) % frame:
