@@ -183,6 +183,15 @@ def test_describe_and_transcript_times(
     """Not asserted (the machine is shared): printed for the report."""
     pcm = audio_of(speak(door, [Synthesize("Turn on the kitchen light.").event()]))
 
+    async def first_audio(text: str) -> float:
+        async with door.client() as client:
+            started = time.perf_counter()
+            await client.write_event(Synthesize(text, SynthesizeVoice(name=VOICE)).event())
+            while (event := await client.read_event()) is not None:
+                if event.type == "audio-chunk":
+                    return time.perf_counter() - started
+        raise AssertionError("no audio")
+
     async def timed() -> tuple[float, float, Event | None]:
         async with door.client() as client:
             started = time.perf_counter()
@@ -201,10 +210,13 @@ def test_describe_and_transcript_times(
             return described, time.perf_counter() - started, said
 
     described, transcribed, said = asyncio.run(timed())
+    reply = "The kitchen light is on. The living room stays dark, as you asked this morning."
+    spoken = asyncio.run(first_audio(reply))
     assert said is not None and said.type == "transcript"
     assert heard("Turn on the kitchen light.", Transcript.from_event(said).text) >= 0.8
     with capsys.disabled():
         print(
             f"\n[wyoming] describe->info {described * 1000:.1f} ms; audio-stop->transcript "
-            f"{transcribed * 1000:.0f} ms for a {len(pcm) / 48_000:.2f} s clip"
+            f"{transcribed * 1000:.0f} ms for a {len(pcm) / 48_000:.2f} s clip; synthesize->"
+            f"first audio {spoken * 1000:.0f} ms (two sentences, a new text)"
         )
