@@ -97,12 +97,14 @@ def hostile(door: WyomingDoor) -> None:
             Event("synthesize", {"text": "Hi.", "voice": {"name": ["x"]}}),
             Event("transcribe", {"language": {"en": 1}}),
             Event("synthesize-chunk", {"text": "Hello."}),  # no stream started
+            Event("select-program", {"name": "someone-else"}),
+            Event("select-program", {"name": "mcp-media"}),  # ours: taken without a word
             Describe().event(),
         ],
         ["info"],
         errors=False,
     )
-    assert [error_code(e) for e in events[:-1]] == ["invalid_input"] * 6
+    assert [error_code(e) for e in events[:-1]] == ["invalid_input"] * 6 + ["unsupported"]
     assert events[-1].type == "info"
     # two seconds of audio past the one-second bound: refused once, the rest dropped
     second = bytes(32_000)

@@ -19,7 +19,7 @@ from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event
-from wyoming.info import Describe, Info
+from wyoming.info import Describe, Info, SelectProgram
 from wyoming.tts import (
     Synthesize,
     SynthesizeChunk,
@@ -119,7 +119,7 @@ def test_describe_lists_the_served_model_and_voices(door: WyomingDoor) -> None:
 
 def test_speech_synthesized_then_transcribed_in_any_format(door: WyomingDoor) -> None:
     request = Synthesize(text=SENTENCE, voice=SynthesizeVoice(name=VOICE)).event()
-    events = speak(door, [request])
+    events = speak(door, [SelectProgram("mcp-media").event(), request])  # as newer clients do
     start = AudioStart.from_event(events[0])
     assert (start.rate, start.width, start.channels) == (24_000, 2, 1)
     pcm = audio_of(events)

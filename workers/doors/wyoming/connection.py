@@ -19,7 +19,7 @@ from anyio import to_thread
 from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event, async_write_event
-from wyoming.info import Describe
+from wyoming.info import Describe, SelectProgram
 from wyoming.ping import Ping, Pong
 from wyoming.tts import (
     Synthesize,
@@ -36,7 +36,7 @@ from pipelines.speech.transcript import Transcript as SpokenText
 from workers.core.gateway import JobGateway
 from workers.doors.wyoming import jobs
 from workers.doors.wyoming.asr import AudioFormat, Recording, job_options
-from workers.doors.wyoming.describe import CatalogCache, info_of
+from workers.doors.wyoming.describe import PROGRAM, CatalogCache, info_of
 from workers.doors.wyoming.events import parsed
 from workers.doors.wyoming.framing import FrameError, read_event
 from workers.doors.wyoming.limits import Limits
@@ -131,6 +131,10 @@ class Connection:
         if Describe.is_type(kind):
             found = self.door.catalog.catalog
             await self.write(info_of(found, TRANSCRIPT_STREAMING, SYNTHESIZE_STREAMING).event())
+        elif SelectProgram.is_type(kind):  # newer clients name the program they want
+            name = parsed(SelectProgram, event).name
+            if name != PROGRAM:
+                raise Refused(Outcome.UNSUPPORTED, f"no program {name!r} here: {PROGRAM} is")
         elif Ping.is_type(kind):
             await self.write(Pong(text=parsed(Ping, event).text).event())
         elif Transcribe.is_type(kind):

@@ -28,6 +28,7 @@ _FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "synthesize-start": {"voice": (dict, type(None))},
     "synthesize-chunk": {"text": (str,)},
     "ping": {"text": _TEXT},
+    "select-program": {"name": (str,)},
 }
 _VOICE = {"name": _TEXT, "language": _TEXT, "speaker": _TEXT}
 
