@@ -41,7 +41,7 @@ from workers.doors.wyoming.events import parsed
 from workers.doors.wyoming.framing import FrameError, read_event
 from workers.doors.wyoming.limits import Limits
 from workers.doors.wyoming.outcomes import Refused, door_failure, error_event
-from workers.doors.wyoming.tts import SentenceStream, Speaker, choose_voice
+from workers.doors.wyoming.tts import Speaker, SpokenStream, choose_voice
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class Connection:
         self.recording: Recording | None = None
         self.refused_audio = False  # the utterance was refused: drop its chunks till audio-stop
         self.speaker = Speaker(door.gateway, door.limits, self.write)
-        self.streaming: tuple[SynthesizeVoice | None, SentenceStream] | None = None
+        self.streaming: SpokenStream | None = None
 
     async def write(self, event: Event) -> None:
         await async_write_event(event, self.writer)
@@ -110,6 +110,8 @@ class Connection:
         finally:
             if self.recording is not None:
                 self.recording.discard()
+            if self.streaming is not None:
+                self.streaming.cancel()
             with contextlib.suppress(ConnectionError, OSError):
                 self.writer.close()
 
@@ -158,7 +160,11 @@ class Connection:
                 await self.speaker.speak(said.text, self._voice(said.voice))
         elif SynthesizeStart.is_type(kind):
             start = parsed(SynthesizeStart, event)
-            self.streaming = (start.voice, SentenceStream(self.limits.text_chars))
+            if self.streaming is not None:  # a new stream ends the old one unheard
+                self.streaming.cancel()
+                self.streaming = None
+            voice = self._voice(start.voice)
+            self.streaming = SpokenStream(self.speaker, voice, self.limits.text_chars)
         elif SynthesizeChunk.is_type(kind):
             await self._stream_chunk(parsed(SynthesizeChunk, event).text)
         elif SynthesizeStop.is_type(kind):
@@ -208,16 +214,11 @@ class Connection:
     async def _stream_chunk(self, text: str) -> None:
         if self.streaming is None:
             raise Refused(Outcome.INVALID_INPUT, "synthesize-chunk before synthesize-start")
-        voice, sentences = self.streaming
-        for sentence in sentences.add(text):
-            await self.speaker.speak(sentence, self._voice(voice))
+        await self.streaming.add(text)
 
     async def _stream_stop(self) -> None:
         if self.streaming is None:
             raise Refused(Outcome.INVALID_INPUT, "synthesize-stop before synthesize-start")
-        voice, sentences = self.streaming
-        self.streaming = None
-        rest = sentences.rest()
-        if rest:
-            await self.speaker.speak(rest, self._voice(voice))
+        stream, self.streaming = self.streaming, None
+        await stream.finish()
         await self.write(SynthesizeStopped().event())

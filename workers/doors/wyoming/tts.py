@@ -8,6 +8,7 @@ for older servers is not voiced a second time.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable
 
@@ -20,11 +21,11 @@ from pipelines.media import Capability
 from pipelines.outcomes import Outcome
 from workers.core import keys
 from workers.core.catalog import Catalog, VoiceNotFound
-from workers.core.gateway import JobGateway
+from workers.core.gateway import JobGateway, JobHandle
 from workers.core.stage_configs import store_request, synthesis_request
 from workers.doors.wyoming import jobs
 from workers.doors.wyoming.limits import Limits
-from workers.doors.wyoming.outcomes import Refused
+from workers.doors.wyoming.outcomes import Refused, door_failure, error_event
 
 # The job's `pcm` format: 24 kHz, 16-bit, mono, no header (OpenAI's).
 RATE, WIDTH, CHANNELS = 24_000, 2, 1
@@ -74,6 +75,10 @@ class Speaker:
 
     async def speak(self, text: str, voice: str) -> None:
         """audio-start, the audio as the worker hands it over, audio-stop."""
+        await self.play(await self.submit(text, voice))
+
+    async def submit(self, text: str, voice: str) -> JobHandle:
+        """The text's TTS job (raw PCM, streamed), through the gateway."""
         self.check(text)
         params = synthesis_request(text, self.settings, fmt="pcm", voice=voice)
         blob = await to_thread.run_sync(store_request, self.settings, params)
@@ -81,7 +86,11 @@ class Speaker:
         key = await to_thread.run_sync(self.gateway.key, capability, blob.sha256)
         stream = {"stream": keys.chunks(key)}
         wait = self.limits.wait
-        handle = await jobs.submit(self.gateway, capability, blob.sha256, blob.path, stream, wait)
+        return await jobs.submit(self.gateway, capability, blob.sha256, blob.path, stream, wait)
+
+    async def play(self, handle: JobHandle) -> None:
+        """The job's audio as its worker hands it over (or its file, when it streamed none)."""
+        wait = self.limits.wait
         started = False
         if handle.envelope is None:
             async for data in jobs.relay(self.gateway, handle, wait):
@@ -130,3 +139,45 @@ class SentenceStream:
     def rest(self) -> str:
         rest, self.pending = self.pending.strip(), ""
         return rest
+
+
+class SpokenStream:
+    """A streamed synthesis: each sentence's job is submitted as soon as the sentence is
+    complete, and the jobs' audio is played in order by one task, so the next sentence is
+    being spoken while this one is heard and the connection keeps reading events."""
+
+    def __init__(self, speaker: Speaker, voice: str, limit: int) -> None:
+        self.speaker = speaker
+        self.voice = voice
+        self.sentences = SentenceStream(limit)
+        self.queue: asyncio.Queue[JobHandle | None] = asyncio.Queue()
+        self.player = asyncio.get_running_loop().create_task(self._play())
+
+    async def add(self, text: str) -> None:
+        for sentence in self.sentences.add(text):
+            await self.queue.put(await self.speaker.submit(sentence, self.voice))
+
+    async def finish(self) -> None:
+        """The rest of the text spoken, then every queued sentence heard."""
+        try:
+            rest = self.sentences.rest()
+            if rest:
+                await self.queue.put(await self.speaker.submit(rest, self.voice))
+        finally:
+            await self.queue.put(None)
+            await self.player
+
+    def cancel(self) -> None:
+        self.player.cancel()
+
+    async def _play(self) -> None:
+        while (handle := await self.queue.get()) is not None:
+            try:
+                await self.speaker.play(handle)
+            except Refused as exc:  # this sentence's: the others are still spoken
+                await self.speaker.write(error_event(exc.failure))
+            except (ConnectionError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # the broker, the disk: said once, the rest unspoken
+                await self.speaker.write(error_event(door_failure(exc, self.speaker.gateway)))
+                return
