@@ -29,6 +29,7 @@ from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd
 from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
 from workers.cli.outcomes import exit_status
 from workers.cli.serve import add_inline_flag, add_serve_flags, cmd_serve
+from workers.cli.wyoming import add_wyoming_flags, cmd_wyoming
 from workers.core.confinement import confine_process
 from workers.core.settings import Settings
 
@@ -175,6 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_flags(p)
     add_inline_flag(p)
     p.set_defaults(handler=cmd_serve)
+
+    p = sub.add_parser(
+        "wyoming", help="the Wyoming server (Home Assistant's speech to text and TTS)"
+    )
+    add_wyoming_flags(p)
+    p.set_defaults(handler=cmd_wyoming)
 
     p = sub.add_parser("demo", help="the whole pipeline once on the bundled sample (make run)")
     p.set_defaults(handler=cmd_demo)
