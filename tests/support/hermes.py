@@ -132,3 +132,53 @@ def run_turn(
         check=False,
     )
     return Turn(proc.returncode, proc.stdout, proc.stderr, home)
+
+
+# hermes' own speech providers, called as its gateway calls them for a voice message (STT)
+# and as its text_to_speech tool does (TTS); each prints its JSON answer.
+_SPEECH_CALL = """
+import json, sys
+if sys.argv[1] == "stt":
+    from tools.transcription_tools import transcribe_audio
+    print(json.dumps(transcribe_audio(sys.argv[2])))
+else:
+    from tools.tts_tool import text_to_speech_tool
+    print(text_to_speech_tool(sys.argv[2], output_path=sys.argv[3]))
+"""
+
+
+def speech_config(api_url: str, key: str) -> dict[str, object]:
+    """config.yaml: hermes' OpenAI STT and TTS providers pointed at `mcp-media serve`. The
+    TTS provider takes its key from VOICE_TOOLS_OPENAI_KEY only; STT from its section."""
+    return {
+        "stt": {"provider": "openai", "openai": {"api_key": key, "base_url": api_url}},
+        "tts": {
+            "provider": "openai",
+            "openai": {"base_url": api_url, "model": "tts-1", "voice": "alloy"},
+        },
+    }
+
+
+def speech_call(home: Path, api_url: str, key: str, *args: str) -> dict[str, object]:
+    """`stt AUDIO` or `tts TEXT OUT` through hermes' providers in `home`; their JSON answer."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(yaml.safe_dump(speech_config(api_url, key)))
+    python = hermes_binary().parent / "python"
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "HERMES_HOME": str(home),
+        "VOICE_TOOLS_OPENAI_KEY": key,
+    }
+    proc = subprocess.run(
+        [str(python), "-c", _SPEECH_CALL, *args],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answer: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return answer
