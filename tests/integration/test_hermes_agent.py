@@ -210,6 +210,9 @@ def test_hermes_chat_waits_for_discovery_and_sees_both_doors(
 
 
 def test_hermes_oneshot_sees_the_proxys_tools(tmp_path: Path, vision: FakeOpenAI) -> None:
+    """`hermes -z` with the user plugin that runs MCP discovery as plugins load (tests/support/
+    hermes.py): the model is offered every upstream tool through the proxy. Without it, -z
+    fixes its model's tools before the proxy has answered `tools/list`."""
     received = through_proxy(tmp_path, "ping", "text", vision.base_url)
     assert received.sent == {"result": "pong"}
     assert set(UPSTREAM_TOOLS) <= set(received.offered), received.offered

@@ -26,9 +26,10 @@ TOOLS_ONLY = [sys.executable, "-m", "tests.support.tools_upstream"]
 # `hermes chat` waits for MCP discovery up to this bound, and the wait ends the moment
 # discovery does, so a generous bound costs nothing on a quick start.
 DISCOVERY_TIMEOUT_S = 120
-# `hermes -z` does not wait at all: its turn is sent while a server is still starting. This
-# user plugin (plugins are loaded before discovery starts) runs discovery at load, so every
-# server is connected, or has failed, before the agent is built.
+# `hermes -z` does not wait at all: it builds its agent, and with it the list of tools its
+# model is offered, while a server is still starting. This user plugin (plugins are loaded
+# before discovery starts) runs discovery at load, so every server is connected, or has
+# failed, before the agent is built.
 MCP_READY_PLUGIN = "mcp-ready"
 _PLUGIN_MANIFEST = f"name: {MCP_READY_PLUGIN}\nversion: 1.0.0\ndescription: MCP servers first\n"
 _PLUGIN_CODE = """def register(ctx):
@@ -71,7 +72,7 @@ def tool_result(sent: str) -> dict[str, str]:
     return parsed
 
 
-def config(model_url: str, servers: dict[str, McpServer]) -> dict[str, object]:
+def config(model_url: str, servers: dict[str, McpServer], plugins: list[str]) -> dict[str, object]:
     """config.yaml: the scripted model as a custom OpenAI-compatible endpoint, the servers."""
     return {
         "model": {
@@ -82,7 +83,7 @@ def config(model_url: str, servers: dict[str, McpServer]) -> dict[str, object]:
             "context_length": 131072,
         },
         "mcp_discovery_timeout": DISCOVERY_TIMEOUT_S,
-        "plugins": {"enabled": [MCP_READY_PLUGIN]},
+        "plugins": {"enabled": plugins},
         "mcp_servers": {name: server.entry() for name, server in servers.items()},
     }
 
@@ -105,12 +106,16 @@ class Turn:
 def run_turn(
     home: Path, model_url: str, servers: dict[str, McpServer], prompt: str, *, oneshot: bool
 ) -> Turn:
-    """One turn of hermes in `home`: `hermes -z PROMPT` (oneshot) or `hermes chat -Q -q`."""
-    plugin = home / "plugins" / MCP_READY_PLUGIN
-    plugin.mkdir(parents=True, exist_ok=True)
-    (plugin / "plugin.yaml").write_text(_PLUGIN_MANIFEST)
-    (plugin / "__init__.py").write_text(_PLUGIN_CODE)
-    (home / "config.yaml").write_text(yaml.safe_dump(config(model_url, servers)))
+    """One turn of hermes in `home`: `hermes -z PROMPT` (oneshot, with the plugin that makes
+    it wait for MCP discovery) or `hermes chat -Q -q PROMPT` (which waits by itself)."""
+    home.mkdir(parents=True, exist_ok=True)
+    if oneshot:
+        plugin = home / "plugins" / MCP_READY_PLUGIN
+        plugin.mkdir(parents=True)
+        (plugin / "plugin.yaml").write_text(_PLUGIN_MANIFEST)
+        (plugin / "__init__.py").write_text(_PLUGIN_CODE)
+    plugins = [MCP_READY_PLUGIN] if oneshot else []
+    (home / "config.yaml").write_text(yaml.safe_dump(config(model_url, servers, plugins)))
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),

@@ -67,15 +67,13 @@ class ScriptedModel:
         ]
 
     def tool_results(self) -> list[str]:
-        """The content of every `tool` message the model was sent (last request's view)."""
-        requests = self.requests
-        if not requests:
-            return []
-        return [
-            _text(m.get("content"))
-            for m in requests[-1].get("messages", [])
-            if m.get("role") == "tool"
-        ]
+        """The content of every `tool` message of the last request that carried any: what
+        the model read of the tool's answer."""
+        for body in reversed(self.requests):
+            sent = [m for m in body.get("messages", []) if m.get("role") == "tool"]
+            if sent:
+                return [_text(m.get("content")) for m in sent]
+        return []
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """The assistant message for this request: call the tool once, then finish."""
