@@ -9,7 +9,10 @@ saved itself) is left open here: the tests ask for the lines that must be there.
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,7 +32,7 @@ from tests.support.hermes import (
     tool_result,
 )
 from tests.support.net import free_port
-from tests.support.scripted_model import FINAL_TEXT, ScriptedModel
+from tests.support.scripted_model import FINAL_TEXT, Call, ScriptedModel
 from tests.support.tools_upstream import ERROR_TEXT, TOOLS, png
 
 pytestmark = pytest.mark.integration
@@ -51,8 +54,9 @@ class Received:
     """What hermes sent its model: the tools of its first request and the tool's result."""
 
     offered: list[str]
-    sent: dict[str, str]  # {"result": text} or {"error": text}
+    sent: dict[str, str]  # the last tool result: {"result": text} or {"error": text}
     turn: Turn
+    before: list[dict[str, str]]  # the results of the calls before the last
 
     @property
     def text(self) -> str:
@@ -73,10 +77,15 @@ def settings(home: Path, vision_url: str) -> dict[str, str]:
 
 
 def call(
-    tmp_path: Path, tool: str, servers: dict[str, McpServer], *, oneshot: bool = True
+    tmp_path: Path,
+    tool: str,
+    servers: dict[str, McpServer],
+    *then: Call,
+    oneshot: bool = True,
 ) -> Received:
-    """One hermes turn whose model calls `tool` of the `shots` server once."""
-    with ScriptedModel(tool=f"mcp__{SERVER}__{tool}") as model:
+    """One hermes turn whose model calls `tool` of the `shots` server once (then the `then`
+    calls, whose results are the last ones in `Received.sent`)."""
+    with ScriptedModel(f"mcp__{SERVER}__{tool}", "{}", *then) as model:
         prompt = f"Call the {tool} tool."
         turn = run_turn(tmp_path / "hermes", model.base_url, servers, prompt, oneshot=oneshot)
         offered = model.tool_names()
@@ -84,8 +93,9 @@ def call(
     assert turn.returncode == 0, turn.log()
     assert FINAL_TEXT in turn.stdout, turn.log()
     assert offered, turn.log()
-    assert len(results) == 1, (offered[0], turn.log())
-    return Received(offered[0], tool_result(results[0]), turn)
+    assert len(results) == 1 + len(then), (offered[0], turn.log())
+    *before, last = [tool_result(sent) for sent in results]
+    return Received(offered[0], last, turn, before)
 
 
 def through_proxy(
@@ -158,6 +168,25 @@ def test_link_gives_the_model_our_resource_and_the_summary(
     assert f"mcp__{SERVER}__read_resource" in received.offered
     assert SUMMARY in received.text.splitlines(), received.text
     assert hermes_saved_images(tmp_path) == []
+
+
+def test_a_linked_image_read_back_by_hermes_is_saved_with_its_extension(
+    tmp_path: Path, vision: FakeOpenAI
+) -> None:
+    """hermes saves a blob it reads with `read_resource` under the last segment of the
+    contents' URI: ours carries the file's extension, so the model is given a `.png` it can
+    open by name, and that URI reads back the same bytes."""
+    uri = f"mcp-media://media/{hashlib.sha256(png()).hexdigest()}"
+    env = settings(tmp_path / "media", vision.base_url)
+    reads = [
+        Call(f"mcp__{SERVER}__read_resource", json.dumps({"uri": asked}))
+        for asked in (uri, f"{uri}.png")
+    ]
+    received = call(tmp_path, "screenshot", {SERVER: proxy("link", env)}, *reads)
+    for sent in [received.before[-1], received.sent]:
+        saved = re.findall(r"MCP resource saved to (\S+) \(image/png, ", sent["result"])
+        assert len(saved) == 1, sent
+        assert saved[0].endswith(".png") and Path(saved[0]).read_bytes() == png(), sent
 
 
 def test_an_error_result_keeps_the_upstream_text_on_its_own_line(

@@ -1,7 +1,7 @@
 """A scripted agent model behind the OpenAI chat-completions protocol, for driving a real
-agent (hermes-agent) end to end: its first answer calls one tool, its next one ends the turn,
-and every request it got is kept, so a test reads what the agent sent its model (the tool
-list, the tool result text the model would have read).
+agent (hermes-agent) end to end: its answers call the scripted tools one at a time, the next
+one ends the turn, and every request it got is kept, so a test reads what the agent sent its
+model (the tool list, the tool result text the model would have read).
 
     with ScriptedModel(tool="mcp__shots__screenshot") as model:
         ...  # point the agent at model.base_url
@@ -24,16 +24,16 @@ MODEL_NAME = "scripted-agent-model"
 
 
 @dataclass(frozen=True, slots=True)
-class Script:
-    tool: str  # the tool the first answer calls (hermes names them mcp__<server>__<tool>)
-    arguments: str = "{}"  # its arguments, as the JSON text a model sends
+class Call:
+    tool: str  # hermes names them mcp__<server>__<tool>
+    arguments: str = "{}"  # as the JSON text a model sends
 
 
 class ScriptedModel:
     """The server and its thread; `requests` holds every chat-completions body received."""
 
-    def __init__(self, tool: str, arguments: str = "{}") -> None:
-        self.script = Script(tool, arguments)
+    def __init__(self, tool: str, arguments: str = "{}", *then: Call) -> None:
+        self.script = (Call(tool, arguments), *then)
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
         self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
@@ -76,17 +76,18 @@ class ScriptedModel:
         return []
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The assistant message for this request: call the tool once, then finish."""
+        """The assistant message for this request: the next scripted call, else the end."""
         with self._lock:
             self._requests.append(body)
         offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
-        called = any(m.get("role") == "tool" for m in body.get("messages", []))
-        if called or self.script.tool not in offered:
+        made = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+        if made >= len(self.script) or self.script[made].tool not in offered:
             return {"role": "assistant", "content": FINAL_TEXT}
+        step = self.script[made]
         call = {
             "id": f"call_{len(self._requests)}",
             "type": "function",
-            "function": {"name": self.script.tool, "arguments": self.script.arguments},
+            "function": {"name": step.tool, "arguments": step.arguments},
         }
         return {"role": "assistant", "content": None, "tool_calls": [call]}
 
