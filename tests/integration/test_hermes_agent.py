@@ -51,7 +51,7 @@ def vision() -> Iterator[FakeOpenAI]:
 
 @dataclass(frozen=True, slots=True)
 class Received:
-    """What hermes sent its model: the tools of its first request and the tool's result."""
+    """What hermes sent its model: the tools of its first request and the tools' results."""
 
     offered: list[str]
     sent: dict[str, str]  # the last tool result: {"result": text} or {"error": text}
@@ -83,8 +83,8 @@ def call(
     *then: Call,
     oneshot: bool = True,
 ) -> Received:
-    """One hermes turn whose model calls `tool` of the `shots` server once (then the `then`
-    calls, whose results are the last ones in `Received.sent`)."""
+    """One hermes turn whose model calls `tool` of the `shots` server, then each of `then`:
+    `Received.sent` is the last call's result, `Received.before` the others'."""
     with ScriptedModel(f"mcp__{SERVER}__{tool}", "{}", *then) as model:
         prompt = f"Call the {tool} tool."
         turn = run_turn(tmp_path / "hermes", model.base_url, servers, prompt, oneshot=oneshot)
