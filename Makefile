@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 export MCP_MEDIA_HOME ?= $(CURDIR)/.home
 
-.PHONY: install run test test-faults test-unit soak hostile fuzz lint format bench models clean upstreams schemas
+.PHONY: install hermes run test test-faults test-unit soak hostile fuzz lint format bench models clean upstreams schemas
 
 install: $(STAMP)
 
@@ -18,6 +18,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip uninstall --quiet -y opencc-python-reimplemented
 	$(BIN)/python -m pip install --quiet -e '.[all]'
 	touch $(STAMP)
+
+# hermes-agent, the agent the acceptance tests drive, in its own venv: it pins mcp==1.26.0
+# and we need mcp>=2.3. Its `mcp` extra brings the MCP SDK (without it hermes skips every
+# MCP server). The stamp names the version, so a new pin builds the venv again.
+HERMES_AGENT := hermes-agent[mcp]==0.19.0
+HERMES_VENV := .venvs/hermes
+HERMES_STAMP := $(HERMES_VENV)/.installed-0.19.0
+hermes: $(HERMES_STAMP)
+
+$(HERMES_STAMP):
+	rm -rf $(HERMES_VENV)
+	$(PYTHON) -m venv $(HERMES_VENV)
+	$(HERMES_VENV)/bin/python -m pip install --quiet '$(HERMES_AGENT)'
+	touch $@
 
 # Both tiers in one call: the whisper conversion venv is built once for both.
 models: $(STAMP)
@@ -42,7 +56,7 @@ $(SCHEMAS)/node_modules/.installed: $(SCHEMAS)/package.json $(SCHEMAS)/package-l
 	npm ci --prefix $(SCHEMAS) --no-audit --no-fund --silent
 	touch $@
 
-test: $(STAMP) upstreams schemas
+test: $(STAMP) upstreams schemas hermes
 	$(BIN)/python -m pytest -m "not faults" --durations=20
 
 test-faults: $(STAMP)

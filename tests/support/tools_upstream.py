@@ -4,8 +4,9 @@ servers agents use are: the proxy in front of it must answer every method it adv
 python -m tests.support.tools_upstream
 
 Tools: `ping` (text), `screenshot` (a caption and a small PNG), `expired` (an error result:
-text, then an image), `voice` (a quarter second of WAV tone). The media are built with the
-standard library only, so the server starts about as fast as an SDK server can.
+text, then an image), `voice` (a quarter second of WAV tone, or the WAV file named by
+TOOLS_UPSTREAM_VOICE). The media are built with the standard library only, so the server
+starts about as fast as an SDK server can.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import base64
 import io
 import math
+import os
 import struct
 import wave
 import zlib
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -84,7 +87,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         error = types.TextContent(type="text", text=ERROR_TEXT)
         return types.CallToolResult(content=[error, image], is_error=True)
     if params.name == "voice":
-        sound = types.AudioContent(type="audio", data=_b64(wav()), mime_type="audio/wav")
+        recorded = os.environ.get("TOOLS_UPSTREAM_VOICE")
+        data = Path(recorded).read_bytes() if recorded else wav()
+        sound = types.AudioContent(type="audio", data=_b64(data), mime_type="audio/wav")
         return types.CallToolResult(content=[sound])
     return types.CallToolResult(content=[types.TextContent(type="text", text="pong")])
 

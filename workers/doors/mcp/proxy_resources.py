@@ -1,6 +1,7 @@
 """Resources through the proxy: the upstreams' (listed, read, subscribed to, and followed by
 `subscriptions/listen` streams), beside the cache's media, read back by their
-`mcp-media://media/<sha256>` links with the MIME type each link was handed out with.
+`mcp-media://media/<sha256>` links (or the same with the file's extension) with the MIME type
+each link was handed out with.
 """
 
 from __future__ import annotations
@@ -128,11 +129,17 @@ class ProxyResources:
                     self._link_mimes.popitem(last=False)
 
     def _read_media(self, uri: str) -> types.ReadResourceResult:
-        found = self.tools.cached(uri.removeprefix(MEDIA_URI_PREFIX))
+        # The URI handed out names the sha256; the same with the file's extension reads too.
+        sha = uri.removeprefix(MEDIA_URI_PREFIX).partition(".")[0]
+        found = self.tools.cached(sha)
         if found is None:
             raise MCPError(types.INVALID_PARAMS, f"no cached media {uri}")
         path, guessed = found
-        mime = self._link_mimes.get(uri, guessed)
+        handed_out = f"{MEDIA_URI_PREFIX}{sha}"
+        mime = self._link_mimes.get(handed_out, guessed)
         blob = base64.b64encode(path.read_bytes()).decode()
-        contents = types.BlobResourceContents(uri=uri, mime_type=mime, blob=blob)
+        # The contents' URI carries the extension: a client that saves a blob under the last
+        # segment of its URI (hermes-agent does) then has a file it can open by its name.
+        named = f"{handed_out}{path.suffix}"
+        contents = types.BlobResourceContents(uri=named, mime_type=mime, blob=blob)
         return types.ReadResourceResult(contents=[contents])
