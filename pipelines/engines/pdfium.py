@@ -2,9 +2,10 @@
 
 PDFium is not thread-safe, and a worker runs jobs in threads; a fork of a threaded worker
 could inherit a lock held by another thread. So each document gets a new interpreter
-(`python -I -m pipelines.engines.pdfium_child`): it caps its own memory, CPU seconds and
-file writes before it opens the document, and the parent kills it at the wall-clock
-timeout. The child inherits this process's environment (the home's TMPDIR and cache).
+(`python -I -B -m pipelines.engines.pdfium_child`, writing no bytecode): it caps its own
+memory, CPU seconds and file writes before it opens the document, and the parent kills it
+at the wall-clock timeout. The child inherits this process's environment (the home's
+TMPDIR and cache).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class PdfiumExtractor:
         }
         try:
             done = subprocess.run(
-                [sys.executable, "-I", "-m", _CHILD],
+                [sys.executable, "-I", "-B", "-m", _CHILD],
                 input=json.dumps(request) + "\n",
                 capture_output=True,
                 text=True,
