@@ -61,6 +61,8 @@ class Extractor(Protocol):
 
     def extract(self, path: Path, config: DigestConfig) -> Extracted: ...
 
+    def close(self) -> None: ...  # ends any process the extractor keeps
+
 
 def markdown_path(original: Path) -> Path:
     """Where the full text of `original` is saved: beside it, `<name>.md`."""
@@ -80,13 +82,14 @@ def to_markdown(extracted: Extracted) -> str:
 
 
 def _write_beside(original: Path, text: str) -> Path:
+    # Whole or absent (a rename), but not synced: the Markdown is derived from the original
+    # and read_document writes it again when it is missing or empty, so a crash costs a
+    # re-read, while an fsync per document would cost more than reading its pages.
     target = markdown_path(original)
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     try:
         with open(tmp, "x", encoding="utf-8") as fh:
             fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -1,26 +1,37 @@
-"""PDF text through PDFium (pypdfium2), each document in a fresh child process.
+"""PDF text through PDFium (pypdfium2), in long-lived capped child processes.
 
 PDFium is not thread-safe, and a worker runs jobs in threads; a fork of a threaded worker
-could inherit a lock held by another thread. So each document gets a new interpreter
-(`python -I -B -m pipelines.engines.pdfium_child`, writing no bytecode): it caps its own
-memory, CPU seconds and file writes before it opens the document, and the parent kills it
-at the wall-clock timeout. The child inherits this process's environment (the home's
-TMPDIR and cache).
+could inherit a lock held by another thread. So documents are read in children
+(`python -I -B -m pipelines.engines.pdfium_child`, a fresh interpreter writing no bytecode)
+that cap their own memory, CPU seconds and file writes (see that module). Starting one costs
+far more than reading a document, so each worker slot keeps its child for the next one: a
+child is taken from the idle pool (or started), used by one thread at a time, and put back
+only after a clean answer. Any failure, the wall-clock timeout, or `MAX_USES` documents end
+it; the next document gets a fresh one. Children inherit this process's environment (the
+home's TMPDIR and cache) and exit when their stdin closes.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import fcntl
 import signal
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipelines.digest import DigestConfig, DocumentError, Extracted, ExtractorFailed
-from pipelines.engines import pdfium_child
+from pipelines.engines import frames, pdfium_child
 from pipelines.outcomes import Outcome
 
 _CHILD = "pipelines.engines.pdfium_child"
+MAX_USES = 500  # documents per child: bounds what a slow leak or fragmentation can grow to
+PIPE_SIZE = 1024 * 1024
+START_TIMEOUT = 60.0  # seconds for a child's imports, apart from any document's timeout
 _ERRORS = {
     pdfium_child.ENCRYPTED: (Outcome.ENCRYPTED_DOCUMENT, "the document is encrypted"),
     pdfium_child.UNREADABLE: (Outcome.UNREADABLE_DOCUMENT, "the document is broken or truncated"),
@@ -29,53 +40,123 @@ _ERRORS = {
 }
 
 
+@dataclass(slots=True)
+class _Child:
+    proc: subprocess.Popen[bytes]
+    budget: int  # the address space it was started with
+    uses: int = 0
+
+    def ask(self, request: dict[str, Any], limit: int, deadline: float) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        frames.write(self.proc.stdin, request)
+        return frames.read_until(self.proc.stdout.fileno(), limit, deadline)
+
+    def end(self) -> int | None:
+        """Kill the child and reap it: its exit status (negative: the signal that ended it)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        return self.proc.wait()
+
+
+def _start(budget: int) -> _Child:
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-m", _CHILD, str(budget)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise ExtractorFailed(f"the PDF reader could not start: {exc}") from exc
+    child = _Child(proc, budget)
+    assert proc.stdout is not None
+    # A whole answer in the pipe at once: one wake-up of this side, not one per 64 KiB (above
+    # the system's pipe-max-size the default size stays: it works, a little slower).
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+    try:
+        frames.read_until(proc.stdout.fileno(), 1024, time.monotonic() + START_TIMEOUT)
+    except frames.FrameError as exc:
+        status = child.end()
+        raise ExtractorFailed(f"the PDF reader did not start (status {status}): {exc}") from None
+    return child
+
+
+@dataclass(slots=True)
 class PdfiumExtractor:
     name = "pdfium"
+    _idle: list[_Child] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def extract(self, path: Path, config: DigestConfig) -> Extracted:
+        child = self._take(config.address_space)
         request = {
+            "reader": "pdf",
             "path": str(path),
             "max_pages": config.max_pages,
             "max_chars": config.max_chars,
-            "address_space": config.address_space,
             "cpu_s": config.timeout_s,
         }
+        limit = 8 * config.max_chars + 1024 * 1024  # UTF-8 text, JSON escapes, the frame
         try:
-            done = subprocess.run(
-                [sys.executable, "-I", "-B", "-m", _CHILD],
-                input=json.dumps(request) + "\n",
-                capture_output=True,
-                text=True,
-                timeout=config.timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:  # run() has killed the child
+            reply = child.ask(request, limit, time.monotonic() + config.timeout_s)
+        except frames.FrameTimeout:
+            child.end()
             raise DocumentError(
                 Outcome.TIMEOUT, f"reading the document took longer than {config.timeout_s:g} s"
             ) from None
-        except OSError as exc:
-            raise ExtractorFailed(f"the PDF reader could not start: {exc}") from exc
-        return _read(done)
+        except (frames.FrameError, OSError) as exc:
+            raise _stopped(child.end(), exc) from None
+        if "error" in reply:
+            child.end()  # a reader that met a hostile document is not trusted with the next
+            code, what = _ERRORS.get(str(reply["error"]), _ERRORS[pdfium_child.ERROR])
+            raise DocumentError(code, f"{what}: {str(reply.get('message', ''))[:200]}")
+        self._give_back(child)
+        return _extracted(reply)
+
+    def idle_pids(self) -> list[int]:
+        """The process ids of the children waiting for a document (for measurements)."""
+        with self._lock:
+            return [child.proc.pid for child in self._idle]
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for child in idle:
+            child.end()
+
+    def _take(self, budget: int) -> _Child:
+        with self._lock:
+            while self._idle:
+                child = self._idle.pop()
+                if child.budget == budget and child.proc.poll() is None:
+                    return child
+                child.end()
+        return _start(budget)
+
+    def _give_back(self, child: _Child) -> None:
+        child.uses += 1
+        if child.uses >= MAX_USES:
+            child.end()
+            return
+        with self._lock:
+            self._idle.append(child)
 
 
-def _read(done: subprocess.CompletedProcess[str]) -> Extracted:
-    if done.returncode < 0:
-        sig = -done.returncode
+def _stopped(status: int | None, exc: Exception) -> Exception:
+    if status is not None and status < 0:
+        sig = -status
         if sig == signal.SIGXCPU:
-            raise DocumentError(Outcome.TIMEOUT, "reading the document used its CPU budget")
+            return DocumentError(Outcome.TIMEOUT, "reading the document used its CPU budget")
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
         # Most crashes of a capped reader are an allocation it could not make.
-        raise DocumentError(Outcome.DOCUMENT_TOO_LARGE, f"the PDF reader stopped ({name})")
-    try:
-        reply = json.loads(done.stdout.partition("\n")[0])
-    except ValueError:
-        reply = None
-    if not isinstance(reply, dict):
-        last = done.stderr.strip().splitlines()[-1:] or ["no answer"]
-        raise ExtractorFailed(f"the PDF reader gave no answer: {last[0][:200]}")
-    if "error" in reply:
-        code, what = _ERRORS.get(str(reply["error"]), _ERRORS[pdfium_child.ERROR])
-        raise DocumentError(code, f"{what}: {str(reply.get('message', ''))[:200]}")
+        return DocumentError(Outcome.DOCUMENT_TOO_LARGE, f"the PDF reader stopped ({name})")
+    return ExtractorFailed(f"the PDF reader gave no answer (status {status}): {exc}")
+
+
+def _extracted(reply: dict[str, Any]) -> Extracted:
     texts = reply.get("texts")
     if not isinstance(texts, list):
         raise ExtractorFailed("the PDF reader's answer has no text")

@@ -1,26 +1,31 @@
-"""The PDF extraction child: `python -I -m pipelines.engines.pdfium_child`, one document.
+"""The document reader child: `python -I -B -m pipelines.engines.pdfium_child BUDGET`.
 
-PDFium is not thread-safe and parses hostile bytes, so it runs here, in a fresh process of
-its own: the request comes as one JSON line on stdin (`path`, `max_pages`, `max_chars`,
-`address_space`, `cpu_s`), the answer goes out as one JSON line on stdout, never a pickle.
-Before the document is opened the process caps its own address space (its size after the
-import plus the budget), its CPU seconds, and the size of any file it could write (zero:
-it writes nothing, anywhere); a crash, an exhausted budget or a kill by the parent's
-timeout is read by the parent from the exit status.
+One child serves one worker slot for many documents (an interpreter costs far more than a
+page of text). Requests and answers are length-prefixed JSON frames on stdin/stdout
+(`pipelines.engines.frames`), never pickles. After its imports the child says it is ready,
+then caps itself for good: its address space (its size then, plus BUDGET bytes), core dumps,
+and the size of any file it could write (zero: it writes nothing, anywhere). Each request
+also gets a CPU-seconds budget on top of what the child has used so far. The parent ends
+the child after any failure, its wall-clock timeout, or a number of documents, and reads a
+crash or an exhausted budget from the exit status.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import resource
 import sys
 from typing import Any
 
-# Error kinds the parent maps to outcome codes (`pipelines.digest`).
+from pipelines.engines import frames
+
+# Error kinds the parent maps to outcome codes (`pipelines.engines.pdfium`).
 ENCRYPTED = "encrypted"
 UNREADABLE = "unreadable"
 MEMORY = "memory"
 ERROR = "error"
+REQUEST_LIMIT = 64 * 1024  # bytes of one request frame
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]+")
 
 
 def _address_space() -> int:
@@ -28,7 +33,8 @@ def _address_space() -> int:
         return int(fh.read().split()[0]) * resource.getpagesize()
 
 
-def _peak_kib() -> int:
+def peak_kib() -> int:
+    """The child's peak resident memory so far (VmHWM)."""
     with open("/proc/self/status", "rb") as fh:
         for line in fh:
             if line.startswith(b"VmHWM:"):
@@ -36,69 +42,88 @@ def _peak_kib() -> int:
     return 0
 
 
-def _limit(kind: int, value: int) -> None:
+def _cap(kind: int, soft: int, *, fixed: bool) -> None:
+    """Lower the soft limit to `soft`; with `fixed`, the hard limit too (for good)."""
     _, hard = resource.getrlimit(kind)
     if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    resource.setrlimit(kind, (value, hard if hard != resource.RLIM_INFINITY else value))
+        soft = min(soft, hard)
+    resource.setrlimit(kind, (soft, soft if fixed else hard))
 
 
-def _clean(text: str) -> str:
+def clean(text: str) -> str:
     # PDFium ends lines with CRLF and may keep NULs or form feeds from the content stream.
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return "".join(ch for ch in text if ch in "\n\t" or ch >= " ").strip()
+    return _CONTROL.sub("", text).strip()
 
 
-def extract(request: dict[str, Any]) -> dict[str, Any]:
+def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
-    _limit(resource.RLIMIT_FSIZE, 0)
-    _limit(resource.RLIMIT_CORE, 0)
-    cpu = int(request["cpu_s"]) + 1
-    _limit(resource.RLIMIT_CPU, cpu)
-    _limit(resource.RLIMIT_AS, _address_space() + int(request["address_space"]))
     try:
         doc = pdfium.PdfDocument(str(request["path"]))
     except pdfium.PdfiumError as exc:
         locked = exc.err_code in (raw.FPDF_ERR_PASSWORD, raw.FPDF_ERR_SECURITY)
         return {"error": ENCRYPTED if locked else UNREADABLE, "message": str(exc)[:300]}
-    max_pages, max_chars = int(request["max_pages"]), int(request["max_chars"])
-    title = _clean(doc.get_metadata_value("Title") or "")[:300]
-    pages = len(doc)
-    texts: list[str] = []
-    total = 0
-    truncated = pages > max_pages
-    for index in range(min(pages, max_pages)):
-        if total >= max_chars:
-            truncated = True
-            break
-        page = doc[index]
-        textpage = page.get_textpage()
-        text = _clean(textpage.get_text_bounded())
-        textpage.close()
-        page.close()
-        if total + len(text) > max_chars:
-            text, truncated = text[: max_chars - total], True
-        texts.append(text)
-        total += len(text)
-    doc.close()
+    try:
+        max_pages, max_chars = int(request["max_pages"]), int(request["max_chars"])
+        title = clean(doc.get_metadata_value("Title") or "")[:300]
+        pages = len(doc)
+        texts: list[str] = []
+        total = 0
+        truncated = pages > max_pages
+        for index in range(min(pages, max_pages)):
+            if total >= max_chars:
+                truncated = True
+                break
+            page = doc[index]
+            textpage = page.get_textpage()
+            text = clean(textpage.get_text_bounded())
+            textpage.close()
+            page.close()
+            if total + len(text) > max_chars:
+                text, truncated = text[: max_chars - total], True
+            texts.append(text)
+            total += len(text)
+    finally:
+        doc.close()
     return {"title": title, "pages": pages, "texts": texts, "truncated": truncated}
 
 
-def main() -> int:
-    request = json.loads(sys.stdin.readline())
+READERS = {"pdf": read_pdf}
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    _cap(
+        resource.RLIMIT_CPU,
+        int(used.ru_utime + used.ru_stime + float(request["cpu_s"])) + 1,
+        fixed=False,
+    )
     try:
-        reply = extract(request)
+        reader = READERS[str(request.get("reader", "pdf"))]
+        reply = reader(request)
     except MemoryError:
         reply = {"error": MEMORY, "message": "the document needs more memory than allowed"}
     except Exception as exc:
         reply = {"error": ERROR, "message": f"{type(exc).__name__}: {exc}"[:300]}
-    reply["peak_kib"] = _peak_kib()
-    sys.stdout.write(json.dumps(reply) + "\n")
-    sys.stdout.flush()
+    reply["peak_kib"] = peak_kib()
+    return reply
+
+
+def main(argv: list[str]) -> int:
+    budget = int(argv[0])
+    import pypdfium2  # noqa: F401  (imported before the caps: its size is the baseline)
+
+    out = sys.stdout.buffer
+    frames.write(out, {"ready": True})
+    _cap(resource.RLIMIT_FSIZE, 0, fixed=True)
+    _cap(resource.RLIMIT_CORE, 0, fixed=True)
+    _cap(resource.RLIMIT_AS, _address_space() + budget, fixed=True)
+    while (request := frames.read_blocking(sys.stdin.buffer, REQUEST_LIMIT)) is not None:
+        frames.write(out, answer(request))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

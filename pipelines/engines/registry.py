@@ -191,7 +191,7 @@ def kokoro_phonemizer(vocabulary: list[str], language: str) -> Phonemizer:
 
 
 def document_extractor() -> Extractor:
-    """The PDF extractor (PDFium, each document in a capped child process)."""
+    """The PDF extractor (PDFium in long-lived capped child processes, one per slot)."""
     from pipelines.engines.pdfium import PdfiumExtractor
 
     return PdfiumExtractor()

@@ -3,11 +3,13 @@ kind ending in its outcome code, with a good document digested after each one.""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pipelines.digest import DigestConfig, digest_document, markdown_path
+from pipelines.engines.pdfium import PdfiumExtractor
 from pipelines.engines.registry import document_extractor
 from pipelines.outcomes import Outcome
 from pipelines.results import StageOutcome, Status
@@ -19,10 +21,19 @@ FIRST = "The heron counts seven blue stones by the quiet river."
 MIDDLE = "Amber lanterns guide the night ferry past the old mill."
 
 
+READER = document_extractor()  # one reader for the module: its child serves every test
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_reader() -> Iterator[None]:
+    yield
+    READER.close()
+
+
 def _digest(tmp_path: Path, name: str, data: bytes, config: DigestConfig) -> StageOutcome:
     path = tmp_path / name
     path.write_bytes(data)
-    return digest_document(path, config, document_extractor())
+    return digest_document(path, config, READER)
 
 
 def _good(tmp_path: Path, config: DigestConfig) -> None:
@@ -104,3 +115,21 @@ def test_the_time_and_memory_budgets_end_in_their_codes(tmp_path: Path) -> None:
         Outcome.DOCUMENT_TOO_LARGE,
     ), tight.reason
     _good(tmp_path, DigestConfig())
+
+
+def test_one_child_reads_document_after_document_and_a_failure_replaces_it(
+    tmp_path: Path,
+) -> None:
+    config = DigestConfig()
+    assert isinstance(READER, PdfiumExtractor)
+    _good(tmp_path, config)
+    (first,) = READER.idle_pids()
+    _good(tmp_path, config)
+    assert READER.idle_pids() == [first]  # the same child, not a new interpreter
+    cut = _digest(tmp_path, "cut.pdf", build_pdf(text_pages(4, FIRST))[:2500], config)
+    assert cut.outcome is Outcome.UNREADABLE_DOCUMENT
+    assert READER.idle_pids() == []  # the child that met it is gone
+    assert not Path(f"/proc/{first}").exists()
+    _good(tmp_path, config)
+    (second,) = READER.idle_pids()
+    assert second != first
