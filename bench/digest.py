@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench.results import record
 from pipelines.digest import DigestConfig, digest_document
-from pipelines.engines.pdfium import PdfiumExtractor
+from pipelines.engines.reader import DocumentReader
 from pipelines.results import Status
 from tests.support.pdf_writer import build_pdf, text_pages
 
@@ -44,7 +44,7 @@ def _direct(paths: list[Path]) -> int:
     return pages
 
 
-def _stage(paths: list[Path], extractor: PdfiumExtractor, config: DigestConfig) -> tuple[int, int]:
+def _stage(paths: list[Path], extractor: DocumentReader, config: DigestConfig) -> tuple[int, int]:
     pages = peak = 0
     for path in paths:
         outcome = digest_document(path, config, extractor)
@@ -55,7 +55,7 @@ def _stage(paths: list[Path], extractor: PdfiumExtractor, config: DigestConfig) 
     return pages, peak
 
 
-def _cpu(extractor: PdfiumExtractor) -> float:
+def _cpu(extractor: DocumentReader) -> float:
     """CPU seconds of this process and its idle reader child: what the work costs, apart
     from the time either waits for a core on a busy machine."""
     seconds = time.process_time()
@@ -77,7 +77,7 @@ def _total(times: list[list[float]]) -> float:
 
 def run() -> None:
     config = DigestConfig(max_pages=PAGES)
-    extractor = PdfiumExtractor()
+    extractor = DocumentReader()
     with tempfile.TemporaryDirectory(prefix="bench-digest-") as folder:
         paths = []
         for number in range(DOCUMENTS):

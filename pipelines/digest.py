@@ -40,6 +40,8 @@ class Extracted:
     texts: tuple[str, ...]
     truncated: bool  # pages or characters were left unread by the caps
     peak_kib: int = 0  # the extraction child's peak resident memory
+    labels: tuple[str, ...] = ()  # a heading per text ("Slide 2", "Sheet: Q3"); else "Page N"
+    reader: str = ""  # what read this kind ("pdfium", "ooxml", ...); else the extractor
 
 
 class DocumentError(PermanentError):
@@ -72,7 +74,8 @@ def markdown_path(original: Path) -> Path:
 def to_markdown(extracted: Extracted) -> str:
     parts = [f"# {extracted.title}\n"] if extracted.title else []
     for number, text in enumerate(extracted.texts, start=1):
-        parts.append(f"## Page {number}\n\n{text}\n")
+        label = extracted.labels[number - 1] if number <= len(extracted.labels) else ""
+        parts.append(f"## {label or f'Page {number}'}\n\n{text}\n")
     if extracted.truncated:
         parts.append(
             f"(text ends here: {len(extracted.texts)} of {extracted.pages} pages read, "
@@ -127,7 +130,7 @@ def digest_document(path: Path, config: DigestConfig, extractor: Extractor) -> S
         "truncated": extracted.truncated,
         "excerpt": whole[: config.excerpt_chars],
         "markdown": str(saved),
-        "extractor": extractor.name,
+        "extractor": extracted.reader or extractor.name,
         "peak_kib": extracted.peak_kib,
     }
     return StageOutcome(Status.DONE, output)

@@ -22,6 +22,7 @@ from pipelines.blocks import (
     parse_tool_result,
 )
 from pipelines.cache import MediaCache, Validator, safe_mime
+from pipelines.document_kinds import sniff
 from pipelines.media import (
     BlobError,
     Capability,
@@ -215,13 +216,9 @@ def validate_image(path: Path, head: bytes, name: str = "the file") -> Format:
 
 
 def digestible(path: Path) -> bool:
-    """A document the digest reads: a PDF, by its header (within the first KiB, as readers
-    accept), whatever its MIME type said."""
-    try:
-        with path.open("rb") as fh:
-            return b"%PDF-" in fh.read(1024)
-    except OSError:
-        return False
+    """A document the digest reads (PDF, DOCX, PPTX, XLSX, HTML, text), by its bytes,
+    whatever its MIME type said (`document_kinds.sniff`)."""
+    return sniff(path) is not None
 
 
 def media_kind_of(mime: str | None) -> MediaKind:

@@ -192,6 +192,6 @@ def kokoro_phonemizer(vocabulary: list[str], language: str) -> Phonemizer:
 
 def document_extractor() -> Extractor:
     """The PDF extractor (PDFium in long-lived capped child processes, one per slot)."""
-    from pipelines.engines.pdfium import PdfiumExtractor
+    from pipelines.engines.reader import DocumentReader
 
-    return PdfiumExtractor()
+    return DocumentReader()

@@ -3,16 +3,15 @@ kind ending in its outcome code, with a good document digested after each one.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pipelines.digest import DigestConfig, digest_document, markdown_path
-from pipelines.engines.pdfium import PdfiumExtractor
-from pipelines.engines.registry import document_extractor
+from pipelines.digest import DigestConfig, markdown_path
+from pipelines.engines.reader import DocumentReader
 from pipelines.outcomes import Outcome
-from pipelines.results import StageOutcome, Status
+from pipelines.results import Status
+from tests.support.digests import READER, digest_bytes
 from tests.support.pdf_writer import build_pdf, text_pages
 
 pytestmark = pytest.mark.integration
@@ -21,19 +20,7 @@ FIRST = "The heron counts seven blue stones by the quiet river."
 MIDDLE = "Amber lanterns guide the night ferry past the old mill."
 
 
-READER = document_extractor()  # one reader for the module: its child serves every test
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_reader() -> Iterator[None]:
-    yield
-    READER.close()
-
-
-def _digest(tmp_path: Path, name: str, data: bytes, config: DigestConfig) -> StageOutcome:
-    path = tmp_path / name
-    path.write_bytes(data)
-    return digest_document(path, config, READER)
+_digest = digest_bytes
 
 
 def _good(tmp_path: Path, config: DigestConfig) -> None:
@@ -109,7 +96,9 @@ def test_the_time_and_memory_budgets_end_in_their_codes(tmp_path: Path) -> None:
     data = build_pdf(text_pages(5, FIRST))
     slow = _digest(tmp_path, "slow.pdf", data, DigestConfig(timeout_s=0.001))
     assert (slow.status, slow.outcome) == (Status.DEGRADED, Outcome.TIMEOUT), slow.reason
-    tight = _digest(tmp_path, "tight.pdf", data, DigestConfig(address_space=64 * 1024))
+    # Hundreds of pages of text need more than 64 KiB more than the child's size at start.
+    large = build_pdf(text_pages(300, FIRST))
+    tight = _digest(tmp_path, "tight.pdf", large, DigestConfig(address_space=64 * 1024))
     assert (tight.status, tight.outcome) == (
         Status.DEGRADED,
         Outcome.DOCUMENT_TOO_LARGE,
@@ -121,7 +110,7 @@ def test_one_child_reads_document_after_document_and_a_failure_replaces_it(
     tmp_path: Path,
 ) -> None:
     config = DigestConfig()
-    assert isinstance(READER, PdfiumExtractor)
+    assert isinstance(READER, DocumentReader)
     _good(tmp_path, config)
     (first,) = READER.idle_pids()
     _good(tmp_path, config)

@@ -93,3 +93,28 @@ def test_hostile_documents_end_named_and_the_next_is_digested(
     assert 'mcp_media_jobs{capability="document.digest",status="done"} 2.0' in metrics
     assert 'mcp_media_jobs{capability="document.digest",status="degraded"} 2.0' in metrics
     assert 'mcp_media_queue_depth{queue="documents"} 0.0' in metrics
+
+
+def test_office_files_get_their_digest_in_the_agent_text(cluster: Cluster, tmp_path: Path) -> None:
+    from tests.support import office_writer
+
+    cluster.start_worker("documents", 2)
+    word = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    sheet = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    blocks = [
+        {
+            "type": "resource",
+            "resource": {"uri": uri, "mimeType": mime, "blob": b64(data)},
+        }
+        for uri, mime, data in [
+            ("file:///memo.docx", word, office_writer.docx([SENTENCE], title="Memo")),
+            ("file:///tally.xlsx", sheet, office_writer.xlsx({"Ships": [[LATE, 40]]})),
+        ]
+    ]
+    waited = cluster.cli_json(
+        "ingest", str(write_result(tmp_path / "r.json", blocks)), "--wait", "60"
+    )
+    assert sorted(j["status"] for j in waited["jobs"]) == ["done", "done"], waited["jobs"]
+    text = waited["text"]
+    assert text.count("[Document digest — untrusted content") == 2
+    assert "Title: Memo" in text and SENTENCE in text and f"{LATE}\t40" in text

@@ -180,8 +180,8 @@ def vision_version(settings: Settings) -> str:
 
 
 # Bumped when the digest stage's output changes for the same settings.
-_DIGEST_REVISION = 1
-DIGEST_EXTRACTOR = "pdfium"
+_DIGEST_REVISION = 2
+DIGEST_EXTRACTOR = "pdfium+stdlib"
 
 
 def digest_config(settings: Settings) -> DigestConfig:

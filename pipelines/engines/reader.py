@@ -1,8 +1,10 @@
-"""PDF text through PDFium (pypdfium2), in long-lived capped child processes.
+"""Document text in long-lived capped child processes: PDF through PDFium (pypdfium2),
+DOCX/PPTX/XLSX and HTML/text through the standard library (`office`, `plain_text`).
 
-PDFium is not thread-safe, and a worker runs jobs in threads; a fork of a threaded worker
-could inherit a lock held by another thread. So documents are read in children
-(`python -I -B -m pipelines.engines.pdfium_child`, a fresh interpreter writing no bytecode)
+Every kind is read in a child: all of them parse hostile bytes, and PDFium is not
+thread-safe while a worker runs jobs in threads (a fork of a threaded worker could inherit
+a lock held by another thread). So documents are read in children
+(`python -I -B -m pipelines.engines.reader_child`, a fresh interpreter writing no bytecode)
 that cap their own memory, CPU seconds and file writes (see that module). Starting one costs
 far more than reading a document, so each worker slot keeps its child for the next one: a
 child is taken from the idle pool (or started), used by one thread at a time, and put back
@@ -25,18 +27,20 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.digest import DigestConfig, DocumentError, Extracted, ExtractorFailed
-from pipelines.engines import frames, pdfium_child
+from pipelines.document_kinds import sniff
+from pipelines.engines import frames, reader_child
 from pipelines.outcomes import Outcome
 
-_CHILD = "pipelines.engines.pdfium_child"
+_CHILD = "pipelines.engines.reader_child"
 MAX_USES = 500  # documents per child: bounds what a slow leak or fragmentation can grow to
 PIPE_SIZE = 1024 * 1024
 START_TIMEOUT = 60.0  # seconds for a child's imports, apart from any document's timeout
 _ERRORS = {
-    pdfium_child.ENCRYPTED: (Outcome.ENCRYPTED_DOCUMENT, "the document is encrypted"),
-    pdfium_child.UNREADABLE: (Outcome.UNREADABLE_DOCUMENT, "the document is broken or truncated"),
-    pdfium_child.MEMORY: (Outcome.DOCUMENT_TOO_LARGE, "the document needs too much memory"),
-    pdfium_child.ERROR: (Outcome.UNREADABLE_DOCUMENT, "the document could not be read"),
+    reader_child.ENCRYPTED: (Outcome.ENCRYPTED_DOCUMENT, "the document is encrypted"),
+    reader_child.UNREADABLE: (Outcome.UNREADABLE_DOCUMENT, "the document is broken or truncated"),
+    reader_child.MEMORY: (Outcome.DOCUMENT_TOO_LARGE, "the document needs too much memory"),
+    reader_child.TOO_LARGE: (Outcome.DOCUMENT_TOO_LARGE, "the document is over the bounds"),
+    reader_child.ERROR: (Outcome.UNREADABLE_DOCUMENT, "the document could not be read"),
 }
 
 
@@ -69,7 +73,7 @@ def _start(budget: int) -> _Child:
             stdout=subprocess.PIPE,
         )
     except OSError as exc:
-        raise ExtractorFailed(f"the PDF reader could not start: {exc}") from exc
+        raise ExtractorFailed(f"the document reader could not start: {exc}") from exc
     child = _Child(proc, budget)
     assert proc.stdout is not None
     # A whole answer in the pipe at once: one wake-up of this side, not one per 64 KiB (above
@@ -80,20 +84,25 @@ def _start(budget: int) -> _Child:
         frames.read_until(proc.stdout.fileno(), 1024, time.monotonic() + START_TIMEOUT)
     except frames.FrameError as exc:
         status = child.end()
-        raise ExtractorFailed(f"the PDF reader did not start (status {status}): {exc}") from None
+        raise ExtractorFailed(
+            f"the document reader did not start (status {status}): {exc}"
+        ) from None
     return child
 
 
 @dataclass(slots=True)
-class PdfiumExtractor:
-    name = "pdfium"
+class DocumentReader:
+    name = "pdfium+stdlib"
     _idle: list[_Child] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def extract(self, path: Path, config: DigestConfig) -> Extracted:
+        kind = sniff(path)
+        if kind is None:
+            raise DocumentError(Outcome.UNREADABLE_DOCUMENT, "not a kind of document read here")
         child = self._take(config.address_space)
         request = {
-            "reader": "pdf",
+            "reader": kind.value,
             "path": str(path),
             "max_pages": config.max_pages,
             "max_chars": config.max_chars,
@@ -111,7 +120,7 @@ class PdfiumExtractor:
             raise _stopped(child.end(), exc) from None
         if "error" in reply:
             child.end()  # a reader that met a hostile document is not trusted with the next
-            code, what = _ERRORS.get(str(reply["error"]), _ERRORS[pdfium_child.ERROR])
+            code, what = _ERRORS.get(str(reply["error"]), _ERRORS[reader_child.ERROR])
             raise DocumentError(code, f"{what}: {str(reply.get('message', ''))[:200]}")
         self._give_back(child)
         return _extracted(reply)
@@ -152,16 +161,18 @@ def _stopped(status: int | None, exc: Exception) -> Exception:
             return DocumentError(Outcome.TIMEOUT, "reading the document used its CPU budget")
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
         # Most crashes of a capped reader are an allocation it could not make.
-        return DocumentError(Outcome.DOCUMENT_TOO_LARGE, f"the PDF reader stopped ({name})")
-    return ExtractorFailed(f"the PDF reader gave no answer (status {status}): {exc}")
+        return DocumentError(Outcome.DOCUMENT_TOO_LARGE, f"the document reader stopped ({name})")
+    return ExtractorFailed(f"the document reader gave no answer (status {status}): {exc}")
 
 
 def _extracted(reply: dict[str, Any]) -> Extracted:
-    texts = reply.get("texts")
-    if not isinstance(texts, list):
-        raise ExtractorFailed("the PDF reader's answer has no text")
+    texts, labels = reply.get("texts"), reply.get("labels") or []
+    if not isinstance(texts, list) or not isinstance(labels, list):
+        raise ExtractorFailed("the document reader's answer has no text")
     return Extracted(
         title=str(reply.get("title") or ""),
+        labels=tuple(str(label) for label in labels),
+        reader=str(reply.get("reader") or ""),
         pages=int(reply.get("pages") or 0),
         texts=tuple(str(t) for t in texts),
         truncated=bool(reply.get("truncated")),

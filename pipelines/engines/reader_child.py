@@ -1,4 +1,6 @@
-"""The document reader child: `python -I -B -m pipelines.engines.pdfium_child BUDGET`.
+"""The document reader child: `python -I -B -m pipelines.engines.reader_child BUDGET`.
+
+It reads PDF through PDFium and DOCX/PPTX/XLSX/HTML/text through `office` and `plain_text`.
 
 One child serves one worker slot for many documents (an interpreter costs far more than a
 page of text). Requests and answers are length-prefixed JSON frames on stdin/stdout
@@ -19,10 +21,11 @@ from typing import Any
 
 from pipelines.engines import frames
 
-# Error kinds the parent maps to outcome codes (`pipelines.engines.pdfium`).
+# Error kinds the parent maps to outcome codes (`pipelines.engines.reader`).
 ENCRYPTED = "encrypted"
 UNREADABLE = "unreadable"
 MEMORY = "memory"
+TOO_LARGE = "too_large"  # over the zip reader's bounds
 ERROR = "error"
 REQUEST_LIMIT = 64 * 1024  # bytes of one request frame
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]+")
@@ -90,7 +93,35 @@ def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
     return {"title": title, "pages": pages, "texts": texts, "truncated": truncated}
 
 
-READERS = {"pdf": read_pdf}
+def read_office(request: dict[str, Any]) -> dict[str, Any]:
+    import zipfile
+
+    from pipelines.engines import office
+
+    kind, path = str(request["reader"]), str(request["path"])
+    try:
+        return office.read(kind, path, int(request["max_pages"]), int(request["max_chars"]))
+    except office.TooLarge as exc:
+        return {"error": TOO_LARGE, "message": str(exc)[:300]}
+    except (office.Refused, zipfile.BadZipFile, KeyError, EOFError) as exc:
+        return {"error": UNREADABLE, "message": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def read_text(request: dict[str, Any]) -> dict[str, Any]:
+    from pipelines.engines import plain_text
+
+    return plain_text.read(str(request["reader"]), str(request["path"]), int(request["max_chars"]))
+
+
+READERS = {
+    "pdf": read_pdf,
+    "docx": read_office,
+    "pptx": read_office,
+    "xlsx": read_office,
+    "html": read_text,
+    "text": read_text,
+}
+NAMES = {"pdf": "pdfium", "docx": "ooxml", "pptx": "ooxml", "xlsx": "ooxml"}  # else: stdlib
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -101,8 +132,9 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         fixed=False,
     )
     try:
-        reader = READERS[str(request.get("reader", "pdf"))]
-        reply = reader(request)
+        kind = str(request.get("reader", "pdf"))
+        reply = READERS[kind](request)
+        reply.setdefault("reader", NAMES.get(kind, kind))
     except MemoryError:
         reply = {"error": MEMORY, "message": "the document needs more memory than allowed"}
     except Exception as exc:
@@ -113,7 +145,10 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     budget = int(argv[0])
-    import pypdfium2  # noqa: F401  (imported before the caps: its size is the baseline)
+    # Imported before the caps: their size is the baseline the budget is added to.
+    import pypdfium2  # noqa: F401
+
+    from pipelines.engines import office, plain_text  # noqa: F401
 
     out = sys.stdout.buffer
     frames.write(out, {"ready": True})
