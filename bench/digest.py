@@ -92,7 +92,7 @@ def run() -> None:
         # median of the rounds is kept per document: a busy machine then slows both sides,
         # and the stage's two processes are not judged by a lucky minimum of one.
         best: dict[str, list[list[float]]] = {k: [] for k in _SIDES}
-        pages = peak = 0
+        peak = 0
         try:
             for round_ in range(ROUNDS):
                 for index, path in enumerate(paths):
@@ -109,6 +109,7 @@ def run() -> None:
                             raise RuntimeError(f"{side} read {read} pages of {PAGES}")
         finally:
             extractor.close()
+        _office(Path(folder))
     pages = PAGES * DOCUMENTS
     ours, theirs = pages / _total(best["stage"]), pages / _total(best["direct"])
     record(
@@ -158,3 +159,53 @@ def run() -> None:
             "better": "lower",
         },
     )
+
+
+def _office(folder: Path) -> None:
+    """DOCX and XLSX through the stage (the standard library's reader in the child): text
+    characters per second and the child's peak memory, for the record (no baseline here:
+    python-docx and openpyxl are no dependency; see the choice in pipelines/engines/office)."""
+    from tests.support import office_writer
+
+    lines = [
+        f"Paragraph {n} of the measured document, with some words to read." for n in range(4000)
+    ]
+    files = {
+        "docx": office_writer.docx(lines, title="Measured"),
+        "xlsx": office_writer.xlsx({"Rows": [[line, n, "note"] for n, line in enumerate(lines)]}),
+    }
+    extractor = DocumentReader()
+    try:
+        for kind, data in files.items():
+            path = folder / f"measured.{kind}"
+            path.write_bytes(data)
+            times, chars, peak = [], 0, 0
+            for _ in range(ROUNDS):
+                began = time.perf_counter()
+                outcome = digest_document(path, DigestConfig(), extractor)
+                times.append(time.perf_counter() - began)
+                chars, peak = int(outcome.output["chars"]), int(outcome.output["peak_kib"])
+            record(
+                f"digest_{kind}_chars_per_s",
+                {
+                    "value": round(chars / statistics.median(times)),
+                    "unit": "chars/s",
+                    "baseline": None,
+                    "ratio": None,
+                    "target": "report",
+                    "better": "higher",
+                },
+            )
+            record(
+                f"digest_{kind}_child_peak_memory",
+                {
+                    "value": round(peak / 1024, 1),
+                    "unit": "MiB",
+                    "baseline": None,
+                    "ratio": None,
+                    "target": "value <= 256",
+                    "better": "lower",
+                },
+            )
+    finally:
+        extractor.close()
