@@ -13,6 +13,7 @@ import traceback
 from bench import (
     admission,
     api,
+    digest,
     ingest,
     jobs,
     kokoro,
@@ -44,6 +45,7 @@ SUITES = {
     "kokoro": kokoro.run,
     "words": words.run,
     "reprocess_plan": reprocess_plan.run,
+    "digest": digest.run,
 }
 
 

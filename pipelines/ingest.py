@@ -22,6 +22,7 @@ from pipelines.blocks import (
     parse_tool_result,
 )
 from pipelines.cache import MediaCache, Validator, safe_mime
+from pipelines.document_kinds import sniff
 from pipelines.media import (
     BlobError,
     Capability,
@@ -39,7 +40,8 @@ JOB_FOR_KIND: Mapping[MediaKind, Capability] = {
     MediaKind.IMAGE: Capability.VISION_SUMMARIZE,
     MediaKind.AUDIO: Capability.AUDIO_TRANSCRIBE,
 }
-ALL_CAPABILITIES = frozenset(JOB_FOR_KIND.values())
+# Documents get a digest when they are a kind a digest reads (`digestible`).
+ALL_CAPABILITIES = frozenset({*JOB_FOR_KIND.values(), Capability.DOCUMENT_DIGEST})
 # What this process's checks below (validate_image, validate_audio) accepted, by sha256: a
 # tool that returns the same screenshot on every call has it decoded and written once.
 PROVEN: Mapping[MediaKind, ProvenFormats] = {
@@ -152,6 +154,7 @@ class _Ingestion:
                     self.media.append(stored)
                     self.media_blocks.append(index)
                     self.lines.append(render.saved_document(stored))
+                    self._add_digest(stored)
                 else:  # an embedded image or clip is media like any other: summary, transcript
                     check = (
                         image_validator(index, mime) if kind is MediaKind.IMAGE else validate_audio
@@ -191,6 +194,12 @@ class _Ingestion:
             key = (capability, stored.sha256)
             self.jobs.setdefault(key, JobRequest(capability, stored.sha256, stored.path))
 
+    def _add_digest(self, stored: StoredBlob) -> None:
+        capability = Capability.DOCUMENT_DIGEST
+        if capability in self.capabilities and digestible(stored.path):
+            key = (capability, stored.sha256)
+            self.jobs.setdefault(key, JobRequest(capability, stored.sha256, stored.path))
+
     def _mark(self, index: int, block_type: str, reason: MarkerReason, message: str) -> None:
         # A message must never name a file of the cache (a temp file is gone by now).
         message = self._cache_path.sub(f"block {index}", message)
@@ -204,6 +213,12 @@ def validate_image(path: Path, head: bytes, name: str = "the file") -> Format:
         return verify_image(path, head, name=name)
     except ImageCheckError as exc:
         raise BlobError(MarkerReason.NOT_IMAGE, str(exc)) from None
+
+
+def digestible(path: Path) -> bool:
+    """A document the digest reads (PDF, DOCX, PPTX, XLSX, HTML, text), by its bytes,
+    whatever its MIME type said (`document_kinds.sniff`)."""
+    return sniff(path) is not None
 
 
 def media_kind_of(mime: str | None) -> MediaKind:

@@ -47,6 +47,7 @@ class Capability(StrEnum):
     VISION_SUMMARIZE = "vision.summarize"
     AUDIO_TRANSCRIBE = "audio.transcribe"
     AUDIO_SYNTHESIZE = "audio.synthesize"
+    DOCUMENT_DIGEST = "document.digest"
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,10 @@ class Outcome(StrEnum):
     EMPTY_TEXT = "empty_text"  # nothing to speak once markup is gone
     TEXT_TOO_LONG = "text_too_long"
     INVALID_INPUT = "invalid_input"  # the request's own fields (speed, format, ...)
+    ENCRYPTED_DOCUMENT = "encrypted_document"  # locked by a password we do not have
+    UNREADABLE_DOCUMENT = "unreadable_document"  # broken, truncated, not what it claims
+    EMPTY_DOCUMENT = "empty_document"  # zero bytes, no pages, or no text on the pages read
+    DOCUMENT_TOO_LARGE = "document_too_large"  # over the reader's memory budget
     # What was asked of the workers.
     UNSUPPORTED = "unsupported"  # a voice the model lacks, a blend this engine cannot speak
     BAD_CONFIGURATION = "bad_configuration"  # unusable settings or model files

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 from pipelines.blocks import ResourceLink
-from pipelines.media import Capability, JobRequest, Marker, StoredBlob
+from pipelines.media import Capability, JobRequest, Marker, MediaKind, StoredBlob
 from pipelines.names import strip_tag_characters
 from pipelines.outcomes import Outcome
 from pipelines.results import NO_SPEECH_NOTE, Envelope, ResultKey, Status
@@ -329,6 +329,7 @@ def unprocessed_note(reason: str) -> str:
 _WRAPPERS = {
     "vision.summarize": ("Image summary", "image", "summary"),
     "audio.transcribe": ("Audio transcript", "audio", "transcript"),
+    "document.digest": ("Document digest", "document", "digest"),
 }
 
 
@@ -358,6 +359,7 @@ def pending_line(capability: str, job_id: str, fetch: str = CLI_FETCH) -> str:
 def annotate(text: str, media: tuple[StoredBlob, ...], notes: dict[str, list[str]]) -> str:
     """Insert the notes for each sha256 after that media's `MEDIA:` line (first one only)."""
     by_tag = {media_tag(m): m.sha256 for m in media}
+    by_tag.update({saved_document(m): m.sha256 for m in media if m.kind is MediaKind.DOCUMENT})
     out: list[str] = []
     done: set[str] = set()
     for line in text.split("\n"):
@@ -387,6 +389,7 @@ _UNAVAILABLE = {
     "vision.summarize": "image summary",
     "audio.transcribe": "audio transcript",
     "audio.synthesize": "spoken audio",
+    "document.digest": "document digest",
 }
 REASON_CHARS = 200
 # What the agent can do about a result's code, said after its reason (a door's own table).
@@ -409,12 +412,33 @@ def result_note(envelope: Envelope, advice: Advice | None = None) -> str | None:
         what = _UNAVAILABLE.get(capability.value, f"{capability.value} result")
         return f"[{what} unavailable: {failure_text(envelope, advice)}]"
     output = envelope.output
+    if capability is Capability.DOCUMENT_DIGEST:
+        return digest_note(output)
     body = output.get("summary") if "summary" in output else output.get("text")
     if not isinstance(body, str) or not body.strip():
         if capability is Capability.AUDIO_TRANSCRIBE and isinstance(body, str):
             return NO_SPEECH_LINE  # results from before the note have an empty text too
         return None
     return wrap_untrusted(capability.value, body)
+
+
+def digest_note(output: Mapping[str, Any]) -> str | None:
+    """A document's digest: its title, pages and first text as untrusted data, then our own
+    line naming the Markdown file that holds all the text read."""
+    excerpt, markdown = output.get("excerpt"), output.get("markdown")
+    if not isinstance(excerpt, str) or not isinstance(markdown, str):
+        return None
+    pages, read = output.get("pages"), output.get("pages_read")
+    counted = f"{pages}" if pages == read else f"{pages} ({read} read)"
+    head = [f"Title: {one_line(str(output['title']))}"] if output.get("title") else []
+    body = "\n".join([*head, f"Pages: {counted}", "", excerpt])
+    chars = output.get("chars")
+    shown = f"the first {len(excerpt)} of {chars} characters are above" if chars else ""
+    return (
+        f"{wrap_untrusted(Capability.DOCUMENT_DIGEST.value, body)}\n"
+        f"[document text saved to {one_line(markdown, 1000)} ({shown}) — read on with "
+        "read_file or terminal tools]"
+    )
 
 
 def failure_text(envelope: Envelope, advice: Advice | None = None) -> str:

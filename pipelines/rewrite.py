@@ -144,7 +144,7 @@ def _media_block(
     copies: FittedCopies | None = None,
 ) -> list[dict[str, Any]]:
     if blob.kind is MediaKind.DOCUMENT:
-        saved = _text(saved_document(blob))
+        saved = _text("\n".join([saved_document(blob), *lines]))  # its digest under it
         if blob.size > policy.inline_max:
             return [_carried(block, _link(blob)), saved]
         return [_wire(block), saved]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from pipelines.digest import Extractor
 from pipelines.errors import ConfigError, Skipped
 from pipelines.speech.blend import is_blend
 from pipelines.speech.chinese_script import AS_IS, check_script
@@ -187,3 +188,10 @@ def kokoro_phonemizer(vocabulary: list[str], language: str) -> Phonemizer:
     if language.startswith("zh"):
         return KokoroChinese(vocabulary)
     return KokoroEnglish(vocabulary, language)
+
+
+def document_extractor() -> Extractor:
+    """The PDF extractor (PDFium in long-lived capped child processes, one per slot)."""
+    from pipelines.engines.reader import DocumentReader
+
+    return DocumentReader()

@@ -145,3 +145,22 @@ def test_speech_engines_write_nothing_outside_the_home_and_open_no_socket(
     assert "home" in proc.stdout.lower()
     assert record == {"sockets": [], "writes": []}
     assert left == {"xdg-cache": [], "tmp": [], "user": []}
+
+
+def test_the_pdf_reader_child_writes_nothing_outside_the_home(tmp_path: Path) -> None:
+    from tests.support.factories import b64
+    from tests.support.pdf_writer import build_pdf, text_pages
+
+    sentence = "The confined reader finds this line on its first page."
+    pdf = build_pdf(text_pages(3, sentence, at=0), title="Confined")
+    resource = {"uri": "file:///c.pdf", "mimeType": "application/pdf", "blob": b64(pdf)}
+    given = tmp_path / "result.json"
+    given.write_text(json.dumps({"content": [{"type": "resource", "resource": resource}]}))
+    proc, record, left = run_confined(
+        tmp_path, ["ingest", str(given), "--inline", "--wait", "60", "--json"]
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = json.loads(proc.stdout)["text"]
+    assert "[Document digest — untrusted content" in text and sentence in text
+    assert record == {"sockets": [], "writes": []}
+    assert left == {"xdg-cache": [], "tmp": [], "user": []}

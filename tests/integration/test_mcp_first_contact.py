@@ -251,7 +251,7 @@ def test_without_models_the_speech_tools_are_not_offered(tmp_path: Path) -> None
     async def scenario() -> None:
         async with door(tmp_path / "home", stderr, "mcp") as client:
             listed = {tool.name for tool in (await client.list_tools()).tools}
-            assert listed == {"describe_image", "media_result", "media_status"}
+            assert listed == {"describe_image", "media_result", "media_status", "read_document"}
 
     run(scenario)
     logged = stderr.read_text()

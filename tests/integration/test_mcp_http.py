@@ -24,7 +24,10 @@ from tests.support.net import free_port, wait_for_port
 
 pytestmark = pytest.mark.integration
 # The door's status in-process: every queue known, nothing admitted.
-INLINE_IDLE = {"mode": "inline", "queues": {q: {"waiting": 0} for q in ("vision", "stt", "tts")}}
+INLINE_IDLE = {
+    "mode": "inline",
+    "queues": {q: {"waiting": 0} for q in ("vision", "stt", "tts", "documents")},
+}
 
 
 def refused(response: httpx2.Response, status: int, says: str = "", *, ours: bool = True) -> None:
@@ -92,7 +95,7 @@ def test_client_with_the_token_lists_and_calls_own_tools(http_door: tuple[str, s
             assert client.server_info.version == version("mcp-media")
             names = {tool.name for tool in (await client.list_tools()).tools}
             # Jobs run here and this home has no models: the speech tools are not offered.
-            assert names == {"describe_image", "media_result", "media_status"}
+            assert names == {"describe_image", "media_result", "media_status", "read_document"}
             status = await client.call_tool("media_status", {})
             assert status.structured_content == INLINE_IDLE
 

@@ -133,6 +133,7 @@ def run(test: Any) -> Any:
 
 def upstream_names(tools: list[types.Tool]) -> set[str]:
     own = {"describe_image", "transcribe_audio", "speak", "media_result", "media_status"}
+    own |= {"read_document"}
     return {tool.name for tool in tools} - own
 
 

@@ -30,11 +30,17 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
-WORKERS = {"worker-vision": "vision", "worker-stt": "stt", "worker-tts": "tts"}
+WORKERS = {
+    "worker-vision": "vision",
+    "worker-stt": "stt",
+    "worker-tts": "tts",
+    "worker-documents": "documents",
+}
 THREAD_VARS = {
     "vision": ("MCP_MEDIA_VISION__CONCURRENCY",),
     "stt": ("MCP_MEDIA_STT__CONCURRENCY", "MCP_MEDIA_STT__THREADS"),
     "tts": ("MCP_MEDIA_TTS__CONCURRENCY", "MCP_MEDIA_TTS__THREADS"),
+    "documents": ("MCP_MEDIA_DOCUMENTS__CONCURRENCY",),
 }
 LOOPBACK = "127.0.0.1"
 S3_SERVICES = ("seaweedfs", "seaweedfs-bucket")

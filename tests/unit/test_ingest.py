@@ -10,7 +10,7 @@ import pytest
 
 from pipelines import MediaCache, ingest
 from pipelines.errors import InvalidToolResult
-from pipelines.media import Capability, MarkerReason
+from pipelines.media import Capability, JobRequest, MarkerReason
 from pipelines.render import read_resource_tool
 from tests.conftest import files_under
 from tests.support.factories import (
@@ -40,7 +40,8 @@ def test_pdf_blob_is_saved_with_its_name_and_rendered(cache: MediaCache) -> None
         " — read it with read_file or terminal tools]"
     )
     assert media.path.is_absolute()
-    assert out.jobs == ()
+    # A PDF gets its digest job (any other document is saved only).
+    assert out.jobs == (JobRequest(Capability.DOCUMENT_DIGEST, media.sha256, media.path),)
 
 
 def test_embedded_text_is_returned_and_empty_text_keeps_the_uri(cache: MediaCache) -> None:

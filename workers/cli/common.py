@@ -80,9 +80,12 @@ def print_json(value: Any) -> None:
 
 
 def enabled_capabilities(settings: Settings) -> frozenset[Capability]:
+    enabled = ALL_CAPABILITIES
     if settings.vision.resolved_provider == "none":
-        return ALL_CAPABILITIES - {Capability.VISION_SUMMARIZE}
-    return ALL_CAPABILITIES
+        enabled -= {Capability.VISION_SUMMARIZE}
+    if not settings.documents.enabled:
+        enabled -= {Capability.DOCUMENT_DIGEST}
+    return enabled
 
 
 def job_rows(handles: Sequence[Any]) -> list[dict[str, Any]]:

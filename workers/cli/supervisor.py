@@ -42,6 +42,8 @@ def default_concurrency(settings: Settings, queues: Sequence[str]) -> int:
             return settings.stt.processes()
         case ["tts"]:
             return settings.tts.processes()
+        case ["documents"]:
+            return settings.documents.concurrency
     return max(1, available_cores() // speech_threads(settings, queues))
 
 

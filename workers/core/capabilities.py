@@ -21,6 +21,7 @@ from pipelines.media import Capability, MediaKind
 from workers.core.offers import stt_offer, tts_offer
 from workers.core.settings import Settings
 from workers.core.stage_configs import (
+    digest_version,
     stt_announcement,
     stt_config,
     stt_keyed,
@@ -83,6 +84,8 @@ class CapabilitySpec:
         jobs = settings.jobs
         if self.queue == "vision":
             soft = max(jobs.vision_soft_limit, settings.vision.timeout + 10)
+        elif self.queue == "documents":
+            soft = settings.documents.timeout + 15  # the child is killed at its timeout
         else:
             # STT input is compressed audio (8 kb/s speech: ~17 min per MiB); TTS input is
             # the request text (1 MiB would be a book): each gets its own rate.
@@ -129,6 +132,14 @@ CAPABILITIES: Mapping[Capability, CapabilitySpec] = {
             pool="prefork",
             versioner=tts_version,
             announcer=_tts_announcement,
+        ),
+        CapabilitySpec(
+            capability=Capability.DOCUMENT_DIGEST,
+            queue="documents",
+            task_name="mcp_media.digest_document",
+            input_kind=MediaKind.DOCUMENT,
+            pool="threads",  # each document is read in a child process of its own
+            versioner=lambda settings, params: digest_version(settings),
         ),
     )
 }

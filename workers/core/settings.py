@@ -110,6 +110,19 @@ class TtsSettings(SpeechSettings):
     first_chunk_words: int | None = Field(default=None, ge=0, le=50)
 
 
+class DocumentSettings(BaseModel):
+    """The document digest: caps of one extraction (all in its processor version but the
+    wall-clock timeout, which ends a job and changes no output)."""
+
+    enabled: bool = True
+    max_pages: int = Field(default=200, ge=1)
+    max_chars: int = Field(default=500_000, ge=1000)
+    excerpt_chars: int = Field(default=2000, ge=0)  # the text the agent's block shows
+    timeout: float = Field(default=60.0, gt=0)
+    memory_mib: int = Field(default=1024, ge=64)  # the extraction child's address space
+    concurrency: int = Field(default=2, ge=1)  # threads per documents worker
+
+
 class JobSettings(BaseModel):
     max_deliveries: int = Field(default=3, ge=1)  # redelivery cap before the dead-letter list
     claim_ttl: float = Field(default=30.0, ge=5)  # renewed while the job runs
@@ -231,6 +244,7 @@ class Settings(BaseSettings):
     stt: SttSettings = Field(default_factory=SttSettings)
     tts: TtsSettings = Field(default_factory=TtsSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
+    documents: DocumentSettings = Field(default_factory=DocumentSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)

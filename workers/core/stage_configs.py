@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pipelines.digest import DigestConfig
 from pipelines.errors import ConfigError, PermanentError
 from pipelines.media import MediaKind, StoredBlob
 from pipelines.results import processor_version
@@ -176,6 +177,36 @@ def _model_fingerprint(model_dir: Path) -> str:
 
 def vision_version(settings: Settings) -> str:
     return vision_processor_version(vision_config(settings))
+
+
+# Bumped when the digest stage's output changes for the same settings.
+_DIGEST_REVISION = 2
+DIGEST_EXTRACTOR = "pdfium+stdlib"
+
+
+def digest_config(settings: Settings) -> DigestConfig:
+    docs = settings.documents
+    return DigestConfig(
+        max_pages=docs.max_pages,
+        max_chars=docs.max_chars,
+        excerpt_chars=docs.excerpt_chars,
+        timeout_s=docs.timeout,
+        address_space=docs.memory_mib * 1024 * 1024,
+    )
+
+
+def digest_version(settings: Settings) -> str:
+    """Keyed by the extractor and every cap that changes the output (not the timeout)."""
+    config = digest_config(settings)
+    return processor_version(
+        "document.digest",
+        _DIGEST_REVISION,
+        DIGEST_EXTRACTOR,
+        config.max_pages,
+        config.max_chars,
+        config.excerpt_chars,
+        config.address_space,
+    )
 
 
 def stt_options(params: Mapping[str, Any] | None) -> dict[str, str]:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from pipelines.engines.registry import vision_provider
+from pipelines.digest import Extractor
+from pipelines.engines.registry import document_extractor, vision_provider
 from pipelines.vision import VisionProvider
 from workers.core.settings import Settings
 from workers.core.stage_configs import stt_options, vision_config
@@ -70,6 +71,10 @@ class Resources:
     def vision_provider(self) -> VisionProvider:
         provider: VisionProvider = self._engine("vision", lambda: vision_provider(self.vision))
         return provider
+
+    def document_extractor(self) -> Extractor:
+        extractor: Extractor = self._engine("documents", document_extractor)
+        return extractor
 
     def transcriber(
         self, options: Mapping[str, str] | None = None

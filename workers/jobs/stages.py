@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import Stopped
+from pipelines.digest import digest_document
+from pipelines.errors import Skipped, Stopped
 from pipelines.media import Capability
 from pipelines.outcomes import Outcome
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import ProviderKind, summarize_image
-from workers.core.stage_configs import stt_options
+from workers.core.stage_configs import digest_config, stt_options
 from workers.files.blobs import BlobRef
 from workers.jobs.probes import probe_stt, probe_tts, probe_vision
 from workers.jobs.resources import Resources
@@ -104,6 +105,14 @@ def synthesize(
     return outcome
 
 
+def digest(resources: Resources, path: Path) -> StageOutcome:
+    """Read one document (in a capped child process) and save its text beside it."""
+    if not resources.settings.documents.enabled:
+        raise Skipped("document digests are turned off")
+    config = digest_config(resources.settings)
+    return digest_document(path, config, resources.document_extractor())
+
+
 Stage = Callable[[Resources, Path, Mapping[str, Any]], StageOutcome]
 
 
@@ -129,6 +138,11 @@ RUNNERS: Mapping[Capability, Runner] = {
         stage=synthesize,
         load=lambda res: res.synthesizer(),
         probe=probe_tts,
+    ),
+    Capability.DOCUMENT_DIGEST: Runner(
+        stage=lambda res, path, params: digest(res, path),
+        load=lambda res: res.document_extractor(),
+        probe=lambda res: res.document_extractor(),
     ),
 }
 

@@ -138,4 +138,38 @@ DEFINITIONS = [
         ),
         annotations=READ_ONLY,
     ),
+    types.Tool(
+        name="read_document",
+        description="The text of a cached document (PDF, DOCX, PPTX, XLSX, HTML, text) from"
+        " its digest's saved Markdown, by pages or from a character offset, to read on from"
+        " where the digest stopped.",
+        input_schema=_schema(
+            {
+                "document": {
+                    "type": "string",
+                    "description": "a cached sha256, an mcp-media://media/<sha256> URI, or the"
+                    " saved path (the document or its .md) inside the media cache",
+                },
+                "pages": {"type": "string", "description": 'a page, slide or sheet: "3" or "3-7"'},
+                "offset": {"type": "integer", "minimum": 0, "description": "a character offset"},
+                "max_chars": {"type": "integer", "minimum": 1, "maximum": 50000},
+                "wait": WAIT_ARG,
+            },
+            ["document"],
+        ),
+        output_schema=_schema(
+            {
+                "sha256": {"type": "string"},
+                "path": {"type": "string"},
+                "text": {"type": "string"},
+                "offset": {"type": "integer"},
+                "next_offset": {"type": ["integer", "null"]},
+                "total_chars": {"type": "integer"},
+                "pages": {"type": "integer"},
+                "truncated": {"type": "boolean"},
+            },
+            ["sha256", "path", "text", "offset", "total_chars"],
+        ),
+        annotations=READ_ONLY,
+    ),
 ]

@@ -1,5 +1,6 @@
 """mcp-media's own MCP tools: describe_image, transcribe_audio, speak, media_result,
-media_status. Served beside the upstreams' tools by the proxy, and alone by `mcp-media mcp`.
+media_status, read_document. Served beside the upstreams' tools by the proxy, and alone by
+`mcp-media mcp`.
 
 Inputs name a cached sha256, an `mcp-media://media/<sha256>` URI, or a file inside one of
 the allowed roots (none unless given): never an arbitrary file.
@@ -29,6 +30,7 @@ from pipelines.speech.transcript import Transcript, format_transcript
 from workers.core.catalog import VoiceNotFound
 from workers.core.gateway import JobHandle
 from workers.core.stage_configs import store_request, synthesis_request
+from workers.doors.mcp import read_document as docs
 from workers.doors.mcp.media_resources import TEMPLATE as MEDIA_TEMPLATE
 from workers.doors.mcp.media_resources import media_page
 from workers.doors.mcp.outcomes import ADVICE, door_failure, failure_line, job_line, tool_error
@@ -76,6 +78,7 @@ class OwnTools:
             "speak": self._speak,
             "media_result": self._result,
             "media_status": self._status,
+            "read_document": self._read_document,
         }
 
     def definitions(self) -> list[types.Tool]:
@@ -302,6 +305,23 @@ class OwnTools:
             content=[types.TextContent(type="text", text="\n".join(lines))],
             structured_content=structured,
         )
+
+    async def _read_document(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        try:
+            pages = docs.page_range(arguments.get("pages"))
+            chars = docs.bounded_chars(arguments.get("max_chars"))
+            cache = self.settings.media_cache()
+            doc = await anyio.to_thread.run_sync(docs.locate, cache, arguments.get("document"))
+            if not doc.has_text():  # not digested yet, or its Markdown is gone: digest it now
+                gateway, wait = self.rewriter.gateway, self._wait(arguments)
+                handle = await anyio.to_thread.run_sync(docs.digest_again, gateway, doc, wait)
+                if not doc.has_text():  # still running, or why it could not be read
+                    return error_result(f"read_document: {docs.not_read(handle, MCP_FETCH)}")
+            text = await anyio.to_thread.run_sync(doc.markdown.read_text)
+            part = docs.read_range(text, pages, arguments.get("offset"), chars)
+        except docs.DocumentRefused as exc:
+            raise ToolInputError(str(exc)) from None
+        return docs.document_result(doc, part)
 
     def _speech(self, output: Mapping[str, Any]) -> tuple[list[types.ContentBlock], Path] | None:
         """What a finished speak job made, from this machine's cache (by its sha256, never a

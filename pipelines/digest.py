@@ -1,0 +1,136 @@
+"""The document digest stage: a document's title, pages and text, for the agent to read.
+
+An extractor (a port: the engines live in `pipelines.engines`) reads at most `max_pages`
+pages and `max_chars` characters; the whole text read is saved beside the original as
+Markdown (`<original>.md`), and the result carries the first `excerpt_chars` of it for the
+agent's block with the Markdown's path to read on. Encrypted, broken, truncated and empty
+documents end in their own outcome codes; none of them raises past `digest_document`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipelines.errors import PermanentError, TransientError, outcome_of
+from pipelines.outcomes import Outcome
+from pipelines.results import StageOutcome, Status
+
+
+@dataclass(frozen=True, slots=True)
+class DigestConfig:
+    """Caps of one digest: every field changes the output, so all are in its version."""
+
+    max_pages: int = 200
+    max_chars: int = 500_000
+    excerpt_chars: int = 2_000
+    timeout_s: float = 60.0
+    address_space: int = 1024 * 1024 * 1024  # bytes the extraction child may add
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """What an extractor read: `pages` is the document's count, `texts` one per page read."""
+
+    title: str
+    pages: int
+    texts: tuple[str, ...]
+    truncated: bool  # pages or characters were left unread by the caps
+    peak_kib: int = 0  # the extraction child's peak resident memory
+    labels: tuple[str, ...] = ()  # a heading per text ("Slide 2", "Sheet: Q3"); else "Page N"
+    reader: str = ""  # what read this kind ("pdfium", "ooxml", ...); else the extractor
+
+
+class DocumentError(PermanentError):
+    """The document cannot be read; `outcome` names why."""
+
+    def __init__(self, outcome: Outcome, message: str) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class ExtractorFailed(TransientError):
+    """The extractor itself could not run (its program missing, no process to start)."""
+
+    outcome = Outcome.ENGINE_FAILED
+
+
+class Extractor(Protocol):
+    name: str  # what the processor version is keyed by
+
+    def extract(self, path: Path, config: DigestConfig) -> Extracted: ...
+
+    def close(self) -> None: ...  # ends any process the extractor keeps
+
+
+def markdown_path(original: Path) -> Path:
+    """Where the full text of `original` is saved: beside it, `<name>.md`."""
+    return original.with_name(original.name + ".md")
+
+
+def to_markdown(extracted: Extracted) -> str:
+    parts = [f"# {extracted.title}\n"] if extracted.title else []
+    for number, text in enumerate(extracted.texts, start=1):
+        label = extracted.labels[number - 1] if number <= len(extracted.labels) else ""
+        parts.append(f"## {label or f'Page {number}'}\n\n{text}\n")
+    if extracted.truncated:
+        parts.append(
+            f"(text ends here: {len(extracted.texts)} of {extracted.pages} pages read, "
+            "within the digest's limits)\n"
+        )
+    return "\n".join(parts)
+
+
+def _write_beside(original: Path, text: str) -> Path:
+    # Whole or absent (a rename), but not synced: the Markdown is derived from the original
+    # and read_document writes it again when it is missing or empty, so a crash costs a
+    # re-read, while an fsync per document would cost more than reading its pages.
+    target = markdown_path(original)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def digest_document(path: Path, config: DigestConfig, extractor: Extractor) -> StageOutcome:
+    """Digest the document at `path`: done with its title, page counts, an excerpt and the
+    Markdown's path, or degraded/failed with the outcome code of what stopped it."""
+    try:
+        if path.stat().st_size == 0:
+            raise DocumentError(Outcome.EMPTY_DOCUMENT, "the document is empty (0 bytes)")
+        extracted = extractor.extract(path, config)
+        if extracted.pages == 0:
+            raise DocumentError(Outcome.EMPTY_DOCUMENT, "the document has no pages")
+        markdown = to_markdown(extracted)
+        whole = "\n\n".join(t for t in extracted.texts if t)
+        if not whole:
+            raise DocumentError(
+                Outcome.EMPTY_DOCUMENT,
+                f"no text on the {len(extracted.texts)} pages read (scanned pages are not read)",
+            )
+        saved = _write_beside(path, markdown)
+    except (DocumentError, ExtractorFailed) as exc:
+        return StageOutcome(Status.DEGRADED, reason=str(exc)[:500], outcome=exc.outcome)
+    except OSError as exc:
+        return StageOutcome(
+            Status.FAILED, reason=f"{type(exc).__name__}: {exc}"[:500], outcome=outcome_of(exc)
+        )
+    output: dict[str, Any] = {
+        "title": extracted.title,
+        "pages": extracted.pages,
+        "pages_read": len(extracted.texts),
+        "chars": len(whole),
+        "truncated": extracted.truncated,
+        "excerpt": whole[: config.excerpt_chars],
+        "markdown": str(saved),
+        "extractor": extracted.reader or extractor.name,
+        "peak_kib": extracted.peak_kib,
+    }
+    return StageOutcome(Status.DONE, output)
