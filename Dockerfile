@@ -30,7 +30,7 @@ COPY workers/ workers/
 RUN --mount=type=cache,target=/root/.cache/pip \
     python -m venv /opt/venv \
     && /opt/venv/bin/pip install --upgrade pip \
-    && /opt/venv/bin/pip install '.[jobs,vision,speech,api,phonemes,s3,wyoming]'
+    && /opt/venv/bin/pip install '.[jobs,vision,speech,api,phonemes,s3,wyoming,documents]'
 
 
 FROM ${MODELS_BASE} AS models
