@@ -509,7 +509,8 @@ def test_dockerfile_lets_the_converter_use_a_cpu_torch_index() -> None:
 def test_dockerfile_installs_every_runtime_extra() -> None:
     _args, stages = dockerfile_stages()
     installs = [r for s in stages for r in s.values("RUN") if "pip install" in r]
-    assert any(".[jobs,vision,speech,api,phonemes,s3,wyoming,documents]" in r for r in installs), installs
+    extras = ".[jobs,vision,speech,api,phonemes,s3,wyoming,documents]"
+    assert any(extras in r for r in installs), installs
 
 
 def test_dockerfile_runs_mcp_media_as_a_non_root_user() -> None:
