@@ -20,6 +20,7 @@ from bench import (
     live_lanes,
     mcp,
     nodes,
+    proxy_ready,
     quality,
     reprocess_plan,
     results,
@@ -44,6 +45,7 @@ SUITES = {
     "kokoro": kokoro.run,
     "words": words.run,
     "reprocess_plan": reprocess_plan.run,
+    "proxy_ready": proxy_ready.run,
 }
 
 

@@ -187,12 +187,12 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> int:
     from pathlib import Path
 
-    from workers.doors.listen import ListenError, check_free
-    from workers.doors.mcp.http import parse_listen, resolve_token, serve_http
-    from workers.doors.mcp.serve import build_proxy
-
     listen = token = None
     if args.http:
+        # Over stdio the upstreams start before the MCP SDK is imported (launch): not here.
+        from workers.doors.listen import ListenError, check_free
+        from workers.doors.mcp.http import parse_listen, resolve_token
+
         try:
             listen = parse_listen(args.http)
             token = resolve_token(settings.home, args.token, listen[0])
@@ -214,6 +214,9 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
             return build_proxy(usable, specs, options, gateway, roots, prestarted, hidden)
 
         return serve_stdio_started(specs, build)
+    from workers.doors.mcp.http import serve_http
+    from workers.doors.mcp.serve import build_proxy
+
     usable = usable_settings(settings)
     gateway = door_gateway(usable, inline=options.inline)
     hidden = unservable_tools(usable, inline=gateway.runs_here)
@@ -229,7 +232,7 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
 def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from workers.doors.mcp.upstream import ConfigFileError, UpstreamSpec, read_config
+    from workers.doors.mcp.upstream_specs import ConfigFileError, UpstreamSpec, read_config
 
     command = list(args.command)
     if command and command[0] == "--":
