@@ -1,7 +1,8 @@
 """What the model reads of a medium, through a real `mcp-media proxy` process in front of a
-tools-only upstream: one `MEDIA:` line per image for a client that writes its own (hermes-
-agent names itself as the MCP Python SDK's default client does), ours for any other; and an
-audio block with no speech model prepared says what is missing and how to get it."""
+tools-only upstream: one `MEDIA:` line per image for a client that writes its own (one named
+hermes by default; hermes-agent 0.19, which sends the MCP Python SDK's default clientInfo,
+by the setting), ours for any other; and an audio block with no speech model prepared says
+what is missing and how to get it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from tests.integration.test_mcp_first_contact import TOOLS_ONLY, door_env, run, 
 
 pytestmark = pytest.mark.integration
 
-HERMES = types.Implementation(name="mcp", version="0.1.0")  # hermes-agent 0.19's clientInfo
+HERMES = types.Implementation(name="hermes-agent", version="0.20.0")  # one that names itself
+SDK_DEFAULT = types.Implementation(name="mcp", version="0.1.0")  # hermes-agent 0.19 and others
 OTHER = types.Implementation(name="claude-code", version="2.1.0")
 
 
@@ -61,11 +63,17 @@ def test_hermes_gets_no_second_media_line_and_other_clients_get_ours(
         async with proxy_for(OTHER, home, stderr, "--images", images) as other:
             shot = await other.call_tool("screenshot", {}, read_timeout_seconds=30)
             assert len(media_lines(shot)) == 1
-        # The setting, for every client: always (hermes too) and omit (everyone).
+        # The setting, for every client: always (hermes too) and omit (hermes 0.19 too).
         async with proxy_for(
             HERMES, home, stderr, "--images", images, MCP_MEDIA_MCP__SENT_MEDIA_TAG="always"
         ) as hermes:
             assert len(media_lines(await hermes.call_tool("screenshot", {}))) == 1
+        async with proxy_for(SDK_DEFAULT, home, stderr, "--images", images) as unnamed:
+            assert len(media_lines(await unnamed.call_tool("screenshot", {}))) == 1
+        async with proxy_for(
+            SDK_DEFAULT, home, stderr, "--images", images, MCP_MEDIA_MCP__SENT_MEDIA_TAG="omit"
+        ) as hermes_0_19:
+            assert media_lines(await hermes_0_19.call_tool("screenshot", {})) == []
         async with proxy_for(
             OTHER, home, stderr, "--images", images, "--sent-media-tag", "omit"
         ) as other:

@@ -30,7 +30,8 @@ from workers.doors.mcp.rewriter import DoorOptions
 
 pytestmark = pytest.mark.unit
 
-HERMES = ClientName("mcp", "0.1.0")  # what hermes-agent 0.19 sends: the Python SDK's default
+HERMES = ClientName("hermes-agent", "0.20.0")  # a hermes that names itself
+SDK_DEFAULT = ClientName("mcp", "0.1.0")  # hermes 0.19, and every unnamed Python SDK client
 SUMMARY = {"x": ["[Image summary — a red square]"]}
 
 
@@ -105,21 +106,21 @@ def test_a_fit_image_moved_to_a_link_gets_our_media_line_back(notes: bool, tmp_p
         assert f"MEDIA:{blob.path}" not in _texts(out)
 
 
-def test_auto_leaves_our_line_out_for_hermes_only() -> None:
+def test_auto_leaves_our_line_out_only_for_a_client_named_hermes() -> None:
     assert not tag_sent(SentMediaTag.AUTO, HERMES)
-    assert not tag_sent(SentMediaTag.AUTO, ClientName("hermes-agent", "0.20.0"))
-    for other in (ClientName("claude-code", "2.1.0"), ClientName("mcp", "1.0.0"), None):
+    assert not tag_sent(SentMediaTag.AUTO, ClientName("Hermes", "1"))
+    for other in (ClientName("claude-code", "2.1.0"), SDK_DEFAULT, None):
         assert tag_sent(SentMediaTag.AUTO, other)
     assert tag_sent(SentMediaTag.ALWAYS, HERMES)
-    assert not tag_sent(SentMediaTag.OMIT, ClientName("claude-code", "2.1.0"))
+    assert not tag_sent(SentMediaTag.OMIT, SDK_DEFAULT)
     assert DoorOptions().policy_for(HERMES).tag_sent is False
-    assert DoorOptions().policy_for(None) == RewritePolicy()
+    assert DoorOptions().policy_for(SDK_DEFAULT) == RewritePolicy()
 
 
 def test_the_client_is_read_from_its_initialize() -> None:
     info = argparse.Namespace(name="mcp", version="0.1.0")
     connection = argparse.Namespace(client_params=argparse.Namespace(client_info=info))
-    assert client_named(connection) == HERMES
+    assert client_named(connection) == SDK_DEFAULT
     assert client_named(argparse.Namespace(client_params=None)) is None
     assert client_named(None) is None
 

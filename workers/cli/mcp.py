@@ -82,8 +82,9 @@ def add_door_flags(p: argparse.ArgumentParser, *, serves_links: bool = True) -> 
         "--sent-media-tag",
         choices=[t.value for t in SentMediaTag],
         help="our MEDIA: line under an image or audio block the client receives as such "
-        "(keep, fit): always, omit, or auto: omitted for a client that writes its own "
-        "(hermes-agent); default MCP_MEDIA_MCP__SENT_MEDIA_TAG, else auto",
+        "(keep, fit): always, omit, or auto: omitted for a client named hermes* (which "
+        "writes its own; hermes-agent 0.19 sends no name of its own: give it omit); "
+        "default MCP_MEDIA_MCP__SENT_MEDIA_TAG, else auto",
     )
     p.add_argument(
         "--wait", type=float, default=20.0, metavar="S", help="wait for summaries (20; 0: never)"

@@ -81,8 +81,8 @@ class McpSettings(BaseModel):
     # Results held by finished tasks (speech comes inline): past this, oldest results go.
     task_results_mb: float = Field(default=256.0, gt=0)
     # Our MEDIA: line under an image or audio block the client receives as such (--images
-    # or --audio keep, fit): `always`; `omit`; `auto`: omitted for a client known to write
-    # its own line for each such block (hermes-agent), so that one image has one line.
+    # or --audio keep, fit): `always`; `omit`; `auto`: omitted for a client named hermes*,
+    # which writes its own line for each such block, so that one image has one line.
     sent_media_tag: Literal["auto", "always", "omit"] = "auto"
 
     @field_validator("modern_sessions")

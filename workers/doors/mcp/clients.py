@@ -1,8 +1,9 @@
 """What the door knows of an MCP client by the `clientInfo` of its `initialize`.
 
 One thing so far: whether it caches the image and audio blocks it receives and writes its own
-`MEDIA:` line for each (hermes-agent does, in tools/mcp_tool.py), so that our line under a
-block sent as such would be a second one for the same medium (`SentMediaTag.AUTO`).
+`MEDIA:` line for each (hermes-agent does), so that our line under a block sent as such would
+be a second one for the same medium (`SentMediaTag.AUTO`). Only a client that names itself
+can be told: a wrong guess would take the only path line from a client that needs it.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ class ClientName:
     version: str
 
 
-# hermes-agent (0.19) does not name itself: it sends the MCP Python SDK's default clientInfo.
-# Other clients of that SDK that leave it unset send it too; they lose only our path line
-# under a block they receive whole (its summary stays), and MCP__SENT_MEDIA_TAG=always
-# brings it back.
-_TAGS_ITS_OWN = frozenset({ClientName("mcp", "0.1.0")})
-_TAGS_ITS_OWN_PREFIXES = ("hermes",)  # should a later hermes name itself
+# A client whose name starts so writes its own `MEDIA:` line for each image and audio block.
+# hermes-agent 0.19 does not name itself: it sends the MCP Python SDK's default clientInfo
+# (`mcp` 0.1.0), as every client of that SDK (1.x and 2.x) that leaves it unset does, so it
+# cannot be told apart and gets `MCP__SENT_MEDIA_TAG=omit` in its server's `env:` instead.
+_TAGS_ITS_OWN_PREFIXES = ("hermes",)
 
 
 def client_named(connection: Any) -> ClientName | None:
@@ -40,9 +40,7 @@ def client_named(connection: Any) -> ClientName | None:
 
 def tags_media_itself(client: ClientName | None) -> bool:
     """Whether `client` writes its own `MEDIA:` line for each image or audio block."""
-    if client is None:
-        return False
-    return client in _TAGS_ITS_OWN or client.name.lower().startswith(_TAGS_ITS_OWN_PREFIXES)
+    return client is not None and client.name.lower().startswith(_TAGS_ITS_OWN_PREFIXES)
 
 
 def tag_sent(setting: SentMediaTag, client: ClientName | None) -> bool:
