@@ -28,6 +28,15 @@ class Opener:
         return self.gateway
 
 
+async def served_and_stopped(proxy: Any) -> None:
+    """As the door ends: nothing left open."""
+    async with anyio.create_task_group() as group:
+        await proxy.run_upstreams(group)
+        await anyio.sleep(0)
+        group.cancel_scope.cancel()
+    await proxy.close()
+
+
 def test_building_the_door_leaves_the_job_gateway_closed(tmp_path: Path) -> None:
     settings = Settings.from_env({"MCP_MEDIA_HOME": str(tmp_path)})
     opener = Opener()
@@ -36,11 +45,16 @@ def test_building_the_door_leaves_the_job_gateway_closed(tmp_path: Path) -> None
     assert proxy.tasks.gateway is opener.gateway  # opened at its first use
     assert opener.opened.is_set()
 
-    async def served_and_stopped() -> None:  # as the door ends: nothing left open
-        async with anyio.create_task_group() as group:
-            await proxy.run_upstreams(group)
-            await anyio.sleep(0)
-            group.cancel_scope.cancel()
-        await proxy.close()
+    anyio.run(served_and_stopped, proxy)
 
-    anyio.run(served_and_stopped)
+
+def test_closing_a_door_that_never_opened_its_gateway_does_not_open_it(tmp_path: Path) -> None:
+    settings = Settings.from_env({"MCP_MEDIA_HOME": str(tmp_path)})
+    opener = Opener()
+    proxy = build_proxy(settings, [], DoorOptions(), opener)
+    proxy.rewriter.close()
+    proxy.rewriter.close()  # on a signal, then as the door returns
+    assert not opener.opened.is_set()
+    with pytest.raises(RuntimeError, match="closed"):
+        proxy.rewriter.gateway  # noqa: B018  (a use after close fails at once, never hangs)
+    anyio.run(served_and_stopped, proxy)

@@ -107,6 +107,7 @@ class MediaRewriter:
         else:
             self._gateway = gateway
         self._opening = threading.Lock()
+        self._closed = False
         self.copies = FittedCopies(settings.cache_root / FOLDER)  # what `fit` made before
 
     def open_soon(self) -> None:
@@ -140,7 +141,18 @@ class MediaRewriter:
         return self.gateway
 
     def close(self, finish_jobs: bool = False) -> None:
-        """Disconnect; `finish_jobs` lets jobs running here end and write their results."""
+        """Disconnect; `finish_jobs` lets jobs running here end and write their results.
+        A gateway never opened is not opened now (a client that only listed the tools
+        leaves at once); one opening is waited for."""
+        with self._opening:
+            closed, self._closed = self._closed, True
+            unopened, self._opener = self._opener is not None, None
+        if closed:  # on a signal, then as the door returns
+            return
+        if unopened:
+            assert isinstance(self._gateway, Future)
+            self._gateway.set_exception(RuntimeError("the door is closed"))
+            return
         self.gateway.close(finish_jobs=finish_jobs)
 
     def rewrite(
