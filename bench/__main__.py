@@ -21,6 +21,7 @@ from bench import (
     live_lanes,
     mcp,
     nodes,
+    proxy_ready,
     quality,
     reprocess_plan,
     results,
@@ -46,6 +47,7 @@ SUITES = {
     "words": words.run,
     "reprocess_plan": reprocess_plan.run,
     "digest": digest.run,
+    "proxy_ready": proxy_ready.run,
 }
 
 

@@ -49,6 +49,14 @@ class ConfigError(PermanentError):
     outcome = Outcome.BAD_CONFIGURATION
 
 
+class ModelMissing(ConfigError):
+    """No model is prepared for the job's capability. Its message is what a user is told
+    (what is missing, how to get it), never the folder looked in: that is logged where the
+    job ran, and the folder lies on a server the agent cannot see."""
+
+    outcome = Outcome.MODEL_MISSING
+
+
 class Unsupported(PermanentError):
     """The workers cannot do what the job asks (a voice blend on an engine without blends)."""
 

@@ -31,6 +31,7 @@ class Outcome(StrEnum):
     # What was asked of the workers.
     UNSUPPORTED = "unsupported"  # a voice the model lacks, a blend this engine cannot speak
     BAD_CONFIGURATION = "bad_configuration"  # unusable settings or model files
+    MODEL_MISSING = "model_missing"  # the model the job needs is not prepared where it ran
     SKIPPED = "skipped"  # the capability is turned off
     # The provider or the engine.
     TIMEOUT = "timeout"  # the provider did not answer in time, or the job's time limit

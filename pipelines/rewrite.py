@@ -3,7 +3,9 @@
 The MCP door (proxy, interceptor) forwards tool results through here after ingest:
 
 - images and audio: `keep` forwards the block and adds a text block with its `MEDIA:` path and
-  summary or transcript; `text` replaces the bytes with that text (for text-only models);
+  summary or transcript (the path left out when `tag_sent` is off: a client that caches the
+  blocks it receives writes its own `MEDIA:` line, and one image would have two);
+  `text` replaces the bytes with that text (for text-only models);
   `link` replaces them with a resource link to `mcp-media://media/<sha256>` plus that text;
 - images under `fit` (`pipelines.fit`): forwarded as they came when within the limits, else
   as a downscaled, re-encoded copy, plus that text and a line saying so (an image no copy
@@ -52,6 +54,18 @@ class RewritePolicy:
     audio: MediaPolicy = MediaPolicy.KEEP
     inline_max: int = DEFAULT_INLINE_MAX  # embedded blobs above this become links
     fit: FitLimits = field(default_factory=FitLimits)  # the limits of `fit`
+    # Our `MEDIA:` line under an image or audio block the client receives as such (keep,
+    # fit); off for a client that caches those blocks and writes its own line for each.
+    tag_sent: bool = True
+
+
+class SentMediaTag(StrEnum):
+    """When the door writes `tag_sent`: for every client, for none, or (auto) for every
+    client but those known to write their own `MEDIA:` line for the media they receive."""
+
+    AUTO = "auto"
+    ALWAYS = "always"
+    OMIT = "omit"
 
 
 def media_uri(sha256: str) -> str:
@@ -78,12 +92,15 @@ def rewrite_result(
     stored = dict(zip(rendered.media_blocks, rendered.media, strict=True))
     marked = {m.block: m for m in rendered.markers}
     out: list[Any] = []
-    movable: list[tuple[int, StoredBlob]] = []  # blocks carrying a cached blob's bytes
+    movable: list[_Movable] = []  # blocks carrying a cached blob's bytes
     for index, block in enumerate(content):
         blob = stored.get(index)
         if blob is not None:
             made = _media_block(block, blob, notes.get(blob.sha256, []), policy, copies)
-            movable += [(len(out) + i, blob) for i, b in enumerate(made) if _carries_bytes(b)]
+            about = len(made) > 1 and made[-1].get("type") == "text"
+            movable += [
+                _Movable(len(out) + i, blob, about) for i, b in enumerate(made) if _carries_bytes(b)
+            ]
             out += made
         else:
             out.append(block)
@@ -99,7 +116,7 @@ def rewrite_result(
         if camel in result or snake in result:
             rewritten[camel] = result[camel] if camel in result else result[snake]
     if policy.images is MediaPolicy.FIT:
-        _within(rewritten, movable, policy.fit.max_result_bytes)
+        _within(rewritten, movable, policy.fit.max_result_bytes, policy.tag_sent)
     return rewritten
 
 
@@ -150,7 +167,7 @@ def _media_block(
         return [_wire(block), saved]
     chosen = policy.images if blob.kind is MediaKind.IMAGE else policy.audio
     if chosen is MediaPolicy.FIT and blob.kind is MediaKind.IMAGE:
-        return _fitted(block, blob, lines, policy.fit, copies)
+        return _fitted(block, blob, lines, policy, copies)
     about = _text("\n".join([media_tag(blob), *lines]))
     match chosen:
         case MediaPolicy.LINK:
@@ -158,13 +175,24 @@ def _media_block(
         case MediaPolicy.TEXT:
             return [_carried(block, about)]
         case _:
-            return [_wire(block), about]
+            return [_wire(block), *_about_sent(blob, lines, policy)]
+
+
+def _about_sent(blob: StoredBlob, lines: list[str], policy: RewritePolicy) -> list[dict[str, Any]]:
+    """The text block under a media block sent as such: none when it would say nothing."""
+    told = [media_tag(blob), *lines] if policy.tag_sent else lines
+    return [_text("\n".join(told))] if told else []
 
 
 def _fitted(
-    block: Any, blob: StoredBlob, lines: list[str], limits: FitLimits, copies: FittedCopies | None
+    block: Any,
+    blob: StoredBlob,
+    lines: list[str],
+    policy: RewritePolicy,
+    copies: FittedCopies | None,
 ) -> list[dict[str, Any]]:
     """The image as it came when it fits, else a copy that does; a link if neither can be."""
+    limits = policy.fit
     try:
         copy: FittedImage | None = (
             copies.fit(blob.path, blob.sha256, blob.mime, limits)
@@ -176,9 +204,9 @@ def _fitted(
         about = _text("\n".join([media_tag(blob), *lines, f"[image not sent: {why}]"]))
         return [_carried(block, _link(blob)), about]
     if copy is None:
-        return [_wire(block), _text("\n".join([media_tag(blob), *lines]))]
+        return [_wire(block), *_about_sent(blob, lines, policy)]
     image = {"type": "image", "data": base64.b64encode(copy.data).decode(), "mimeType": copy.mime}
-    return [_carried(block, image), _text("\n".join([media_tag(blob), *lines, copy.note()]))]
+    return [_carried(block, image), *_about_sent(blob, [*lines, copy.note()], policy)]
 
 
 def _carries_bytes(block: Mapping[str, Any]) -> bool:
@@ -192,33 +220,53 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
-def _within(result: dict[str, Any], movable: list[tuple[int, StoredBlob]], cap: int) -> None:
+@dataclass(frozen=True, slots=True)
+class _Movable:
+    """A block carrying a cached blob's bytes, at `index`; `about`: our text block follows."""
+
+    index: int
+    blob: StoredBlob
+    about: bool
+
+
+def _within(result: dict[str, Any], movable: list[_Movable], cap: int, tag_sent: bool) -> None:
     """Move the largest blocks carrying cached bytes to links until `result` fits `cap`
-    bytes of JSON (with room for the JSON-RPC envelope)."""
+    bytes of JSON (with room for the JSON-RPC envelope). A medium sent without our `MEDIA:`
+    line (`tag_sent` off) gets it back once it is a link: the client has no file of it now."""
     content = result["content"]
     total = _size(result) + ENVELOPE_BYTES
-    by_size = sorted(movable, key=lambda item: _size(content[item[0]]), reverse=True)
-    for index, blob in by_size:
+    by_size = sorted(movable, key=lambda item: _size(content[item.index]), reverse=True)
+    tag_after: list[tuple[int, StoredBlob]] = []  # a text block of its tag to insert
+    for item in by_size:
         if total <= cap:
-            return
+            break
+        index, blob = item.index, item.blob
         before = _size(content[index])
         content[index] = _carried(content[index], _link(blob))
         total += _size(content[index]) - before
-        total += _say_linked(content, index + 1, blob, cap)
+        untagged = not tag_sent and blob.kind is not MediaKind.DOCUMENT
+        if item.about:
+            total += _say_linked(content, index + 1, blob, cap, untagged)
+        elif untagged:
+            tag_after.append((index, blob))
+            total += _size(_text(media_tag(blob))) + 1
+    for index, blob in sorted(tag_after, key=lambda pair: pair[0], reverse=True):
+        content.insert(index + 1, _text(media_tag(blob)))
 
 
-def _say_linked(content: list[Any], after: int, blob: StoredBlob, cap: int) -> int:
-    """The text under a block moved to a link says so, not what `fit` sent before the move.
+def _say_linked(content: list[Any], after: int, blob: StoredBlob, cap: int, untagged: bool) -> int:
+    """The text under a block moved to a link says so, not what `fit` sent before the move,
+    and starts with the blob's `MEDIA:` line if it did not (`untagged`).
     Returns the change in the result's size."""
-    about = content[after] if after < len(content) else None
-    if not isinstance(about, Mapping) or about.get("type") != "text":
-        return 0
+    about = content[after]
     lines = str(about.get("text", "")).split("\n")
     moved = (
         f"[image sent as a link: the result was over its {cap}-byte cap; read_resource "
         f"{media_uri(blob.sha256)} gives the original]"
     )
     told = [moved if line.startswith(FittedImage.NOTE_START) else line for line in lines]
+    if untagged:
+        told = [media_tag(blob), *told]
     if told == lines:
         return 0
     before = _size(about)

@@ -14,11 +14,15 @@ missing.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from pipelines.errors import ConfigError
+from pipelines.errors import ConfigError, ModelMissing
+
+log = logging.getLogger("mcp_media.speech")
+PREPARE = "run `mcp-media models prepare` (or `make models`) where the jobs run"
 
 
 class Engine(StrEnum):
@@ -72,14 +76,21 @@ def _need(folder: Path, family: str, files: dict[str, Path | None]) -> dict[str,
     return {role: path for role, path in files.items() if path is not None}
 
 
-def _folder(folder: Path) -> None:
+def missing_model(folder: Path, what: str) -> ModelMissing:
+    """The error of a model folder that is not there: its path in the log, not the text."""
+    log.warning("no %s model: folder %s not found", what, folder)
+    return ModelMissing(f"no {what} model prepared ({folder.name}); {PREPARE}")
+
+
+def _folder(folder: Path, what: str) -> None:
     if not folder.is_dir():
-        raise ConfigError(f"model folder not found: {folder}")
+        raise missing_model(folder, what)
 
 
 def detect_stt(folder: Path) -> Layout:
-    """The recognizer layout of `folder`; ConfigError naming what a folder lacks."""
-    _folder(folder)
+    """The recognizer layout of `folder`; ConfigError naming what a folder lacks
+    (ModelMissing when it is not there)."""
+    _folder(folder, "speech-to-text")
     tokens = _tokens(folder)
     if (folder / "mel_filters.npy").is_file():
         return Layout("whisper", True)
@@ -146,8 +157,9 @@ def _sense_or_paraformer(folder: Path, model: Path) -> str:
 
 
 def detect_tts(folder: Path) -> Layout:
-    """The voice layout of `folder`; ConfigError naming what a folder lacks."""
-    _folder(folder)
+    """The voice layout of `folder`; ConfigError naming what a folder lacks (ModelMissing
+    when it is not there)."""
+    _folder(folder, "text-to-speech")
     tokens = _tokens(folder)
     espeak = folder / "espeak-ng-data"
     lexicon = sorted(folder.glob("lexicon*.txt"))
@@ -190,6 +202,8 @@ def is_multilingual(folder: Path) -> bool:
     """Whether a recognizer folder hears more than English: a whisper's encoder metadata
     says; the other families take no language or detect it themselves (True). A folder
     that cannot be read counts as English-only."""
+    if not folder.is_dir():  # not prepared (yet): asked, not used, so nothing is logged
+        return False
     try:
         layout = detect_stt(folder)
     except ConfigError:
@@ -245,6 +259,8 @@ def tts_engine(requested: str, folder: Path) -> Engine:
 def engine_or_default(requested: str, folder: Path, kind: str) -> str:
     """The engine name for keys and listings without raising: a folder not there yet (or
     not readable) counts as native, so versions stay computable on a client without it."""
+    if not folder.is_dir():  # not prepared (yet): asked, not used, so nothing is logged
+        return Engine.NATIVE.value
     try:
         detect = detect_stt if kind == "stt" else detect_tts
         return choose_engine(requested, detect(folder)).value

@@ -12,7 +12,13 @@ from pipelines.blocks import unwrap_result
 from pipelines.errors import InvalidToolResult
 from pipelines.fit import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_RESULT_BYTES, FitLimits
 from pipelines.render import unprocessed_note
-from pipelines.rewrite import DEFAULT_INLINE_MAX, MediaPolicy, RewritePolicy, rewrap
+from pipelines.rewrite import (
+    DEFAULT_INLINE_MAX,
+    MediaPolicy,
+    RewritePolicy,
+    SentMediaTag,
+    rewrap,
+)
 from workers.cli.common import CliError, print_json
 from workers.cli.door_start import (
     door_gateway,
@@ -73,6 +79,14 @@ def add_door_flags(p: argparse.ArgumentParser, *, serves_links: bool = True) -> 
             "the largest media become links past it",
         )
     p.add_argument(
+        "--sent-media-tag",
+        choices=[t.value for t in SentMediaTag],
+        help="our MEDIA: line under an image or audio block the client receives as such "
+        "(keep, fit): always, omit, or auto: omitted for a client named hermes* (which "
+        "writes its own; hermes-agent 0.19 sends no name of its own: give it omit); "
+        "default MCP_MEDIA_MCP__SENT_MEDIA_TAG, else auto",
+    )
+    p.add_argument(
         "--wait", type=float, default=20.0, metavar="S", help="wait for summaries (20; 0: never)"
     )
     p.add_argument("--inline", action="store_true", help="run jobs here even with a broker")
@@ -89,7 +103,7 @@ def _positive(value: str) -> int:
     return number
 
 
-def door_options(args: argparse.Namespace) -> DoorOptions:
+def door_options(args: argparse.Namespace, settings: Settings | None = None) -> DoorOptions:
     # Without --inline-max (intercept) nothing becomes a link: no server could serve it.
     # 0 is a limit like any other (every blob a link), not "none".
     inline_max = args.inline_max if getattr(args, "inline_max", None) is not None else sys.maxsize
@@ -105,7 +119,11 @@ def door_options(args: argparse.Namespace) -> DoorOptions:
         inline_max=inline_max,
         fit=fit,
     )
-    return DoorOptions(policy=policy, wait=args.wait, inline=args.inline, server=args.server)
+    given = getattr(args, "sent_media_tag", None)
+    tag = SentMediaTag(given or (settings.mcp.sent_media_tag if settings else "auto"))
+    return DoorOptions(
+        policy=policy, wait=args.wait, inline=args.inline, server=args.server, sent_media_tag=tag
+    )
 
 
 def cmd_intercept(args: argparse.Namespace, settings: Settings) -> int:
@@ -124,7 +142,7 @@ def cmd_intercept(args: argparse.Namespace, settings: Settings) -> int:
     rewriter: MediaRewriter | None = None
     try:
         try:
-            options = door_options(args)
+            options = door_options(args, settings)
             rewriter = MediaRewriter(
                 settings, options, open_gateway(settings, inline=options.inline)
             )
@@ -187,19 +205,19 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> int:
     from pathlib import Path
 
-    from workers.doors.listen import ListenError, check_free
-    from workers.doors.mcp.http import parse_listen, resolve_token, serve_http
-    from workers.doors.mcp.serve import build_proxy
-
     listen = token = None
     if args.http:
+        # Over stdio the upstreams start before the MCP SDK is imported (launch): not here.
+        from workers.doors.listen import ListenError, check_free
+        from workers.doors.mcp.http import parse_listen, resolve_token
+
         try:
             listen = parse_listen(args.http)
             token = resolve_token(settings.home, args.token, listen[0])
             check_free(*listen)
         except ListenError as exc:
             raise CliError(str(exc)) from None
-    options = door_options(args)
+    options = door_options(args, settings)
     roots = [Path(r) for r in args.allow_root]
     if listen is None or token is None:
         from workers.doors.mcp.launch import serve_stdio_started
@@ -214,6 +232,9 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
             return build_proxy(usable, specs, options, gateway, roots, prestarted, hidden)
 
         return serve_stdio_started(specs, build)
+    from workers.doors.mcp.http import serve_http
+    from workers.doors.mcp.serve import build_proxy
+
     usable = usable_settings(settings)
     gateway = door_gateway(usable, inline=options.inline)
     hidden = unservable_tools(usable, inline=gateway.runs_here)
@@ -229,7 +250,7 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
 def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from workers.doors.mcp.upstream import ConfigFileError, UpstreamSpec, read_config
+    from workers.doors.mcp.upstream_specs import ConfigFileError, UpstreamSpec, read_config
 
     command = list(args.command)
     if command and command[0] == "--":

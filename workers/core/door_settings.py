@@ -3,6 +3,8 @@ and the MCP door (`proxy`, `mcp`)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
 
@@ -78,6 +80,10 @@ class McpSettings(BaseModel):
     task_ttl: float = Field(default=3600.0, gt=0)
     # Results held by finished tasks (speech comes inline): past this, oldest results go.
     task_results_mb: float = Field(default=256.0, gt=0)
+    # Our MEDIA: line under an image or audio block the client receives as such (--images
+    # or --audio keep, fit): `always`; `omit`; `auto`: omitted for a client named hermes*,
+    # which writes its own line for each such block, so that one image has one line.
+    sent_media_tag: Literal["auto", "always", "omit"] = "auto"
 
     @field_validator("modern_sessions")
     @classmethod

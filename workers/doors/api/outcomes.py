@@ -46,6 +46,7 @@ HTTP: Mapping[Outcome, HttpShape] = {
     Outcome.DOCUMENT_TOO_LARGE: FAILED,
     Outcome.UNSUPPORTED: _INVALID,
     Outcome.BAD_CONFIGURATION: _INVALID,
+    Outcome.MODEL_MISSING: _UNAVAILABLE,  # the server's to prepare, not the request's fault
     Outcome.SKIPPED: FAILED,
     Outcome.TIMEOUT: HttpShape(504, "job_timeout", job_message="job {job} timed out: {reason}"),
     Outcome.PROVIDER_UNAVAILABLE: _UNAVAILABLE,

@@ -36,6 +36,7 @@ ADVICE: Mapping[Outcome, str] = {
     Outcome.DOCUMENT_TOO_LARGE: _SAME_INPUT,
     Outcome.UNSUPPORTED: "the workers do not serve this: ask for something they serve",
     Outcome.BAD_CONFIGURATION: "the request or the workers' settings need changing",
+    Outcome.MODEL_MISSING: "retrying will not help until the model is prepared",
     Outcome.SKIPPED: "the workers have this turned off",
     Outcome.TIMEOUT: _LATER,
     Outcome.PROVIDER_UNAVAILABLE: _LATER,

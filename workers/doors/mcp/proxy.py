@@ -32,8 +32,9 @@ from pipelines.outcomes import Outcome
 from pipelines.render import unprocessed_note
 from workers import version
 from workers.core.door_settings import McpSettings
+from workers.doors.mcp.clients import client_named
 from workers.doors.mcp.outcomes import door_failure, failure_line
-from workers.doors.mcp.peers import Peer
+from workers.doors.mcp.peers import Peer, connection_of
 from workers.doors.mcp.proxy_resources import ProxyResources
 from workers.doors.mcp.rewriter import MediaRewriter, own_line
 from workers.doors.mcp.routing import Router, handshake_era_call
@@ -198,7 +199,9 @@ class Proxy:
             return result  # nothing to rewrite: skip the ingest round trip
         raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         try:
-            rewritten = await self.rewriter.rewrite_async(raw, upstream.name)
+            rewritten = await self.rewriter.rewrite_async(
+                raw, upstream.name, client_named(connection_of(ctx))
+            )
         except InvalidToolResult as exc:  # forwarded as it came: never lose a result
             log.warning("result of %s not rewritten: %s", params.name, exc)
             return result

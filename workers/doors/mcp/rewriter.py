@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio.to_thread
@@ -26,9 +26,10 @@ from pipelines.fit_cache import FOLDER, FittedCopies
 from pipelines.ingest import NeedsWork
 from pipelines.media import JobRequest, MediaKind
 from pipelines.render import RenderedResult, job_notes
-from pipelines.rewrite import MediaPolicy, RewritePolicy, rewrite_result
+from pipelines.rewrite import MediaPolicy, RewritePolicy, SentMediaTag, rewrite_result
 from workers.core.gateway import JobGateway, JobHandle
 from workers.core.settings import Settings
+from workers.doors.mcp.clients import ClientName, tag_sent
 from workers.doors.mcp.outcomes import ADVICE, door_failure, failure_line
 
 log = logging.getLogger("mcp_media.door")
@@ -74,6 +75,15 @@ class DoorOptions:
     wait: float = 20.0  # seconds a call waits for summaries and transcripts; 0: never
     inline: bool = False  # run jobs here even when a broker is reachable (see open_gateway)
     server: str | None = None  # the upstream's name, for read_resource hints
+    sent_media_tag: SentMediaTag = SentMediaTag.AUTO  # see `policy_for`
+
+    def policy_for(self, client: ClientName | None) -> RewritePolicy:
+        """The policy for `client`'s results: without our `MEDIA:` line under a block it
+        receives as such when it writes its own (`clients.tag_sent`)."""
+        tagged = tag_sent(self.sent_media_tag, client)
+        if tagged == self.policy.tag_sent:
+            return self.policy
+        return replace(self.policy, tag_sent=tagged)
 
 
 class MediaRewriter:
@@ -97,6 +107,7 @@ class MediaRewriter:
         else:
             self._gateway = gateway
         self._opening = threading.Lock()
+        self._closed = False
         self.copies = FittedCopies(settings.cache_root / FOLDER)  # what `fit` made before
 
     def open_soon(self) -> None:
@@ -130,21 +141,42 @@ class MediaRewriter:
         return self.gateway
 
     def close(self, finish_jobs: bool = False) -> None:
-        """Disconnect; `finish_jobs` lets jobs running here end and write their results."""
+        """Disconnect; `finish_jobs` lets jobs running here end and write their results.
+        A gateway never opened is not opened now (a client that only listed the tools
+        leaves at once); one opening is waited for."""
+        with self._opening:
+            closed, self._closed = self._closed, True
+            unopened, self._opener = self._opener is not None, None
+        if closed:  # on a signal, then as the door returns
+            return
+        if unopened:
+            assert isinstance(self._gateway, Future)
+            self._gateway.set_exception(RuntimeError("the door is closed"))
+            return
         self.gateway.close(finish_jobs=finish_jobs)
 
-    def rewrite(self, result: Mapping[str, Any], server: str | None = None) -> dict[str, Any]:
-        """The rewritten CallToolResult (wire JSON); raises InvalidToolResult for non-results."""
+    def rewrite(
+        self,
+        result: Mapping[str, Any],
+        server: str | None = None,
+        client: ClientName | None = None,
+    ) -> dict[str, Any]:
+        """The rewritten CallToolResult (wire JSON) for `client` (as its `initialize` named
+        it); raises InvalidToolResult for non-results."""
         rendered = ingest(
             result,
             cache=self.settings.media_cache(),
             server=server or self.options.server,
         )
         handles = self.run(rendered.jobs, self.options.wait)
-        return self._rewritten(result, rendered, handles)
+        return self._rewritten(result, rendered, handles, client)
 
     def _rewritten(
-        self, result: Mapping[str, Any], rendered: RenderedResult, handles: list[JobHandle]
+        self,
+        result: Mapping[str, Any],
+        rendered: RenderedResult,
+        handles: list[JobHandle],
+        client: ClientName | None = None,
     ) -> dict[str, Any]:
         notes = job_notes(handles, MCP_FETCH, ADVICE)
         for blob in rendered.media:
@@ -152,11 +184,15 @@ class MediaRewriter:
             # younger than 10 minutes) and the cache prunes the least recently used first.
             with suppress(OSError):
                 os.utime(blob.path)
-        rewritten = rewrite_result(result, rendered, notes, self.options.policy, self.copies)
+        policy = self.options.policy_for(client)
+        rewritten = rewrite_result(result, rendered, notes, policy, self.copies)
         return own_lines(unwrap_result(result).get("content"), rewritten)
 
     async def rewrite_async(
-        self, result: Mapping[str, Any], server: str | None = None
+        self,
+        result: Mapping[str, Any],
+        server: str | None = None,
+        client: ClientName | None = None,
     ) -> dict[str, Any]:
         """`rewrite` for a caller on the event loop, handing a worker thread only what may
         block. A result whose media are all proved and cached already (the same screenshot
@@ -164,7 +200,7 @@ class MediaRewriter:
         rewritten on the loop; a new blob (written, synced, decoded), a job to wait for, or
         a broker to ask goes to a thread. On a busy machine each hand-off waits for a core."""
         if not (await self._gateway_ready()).runs_here:  # asking a broker: a round trip
-            return await anyio.to_thread.run_sync(self.rewrite, result, server)
+            return await anyio.to_thread.run_sync(self.rewrite, result, server, client)
         try:
             rendered = ingest(
                 result,
@@ -173,7 +209,7 @@ class MediaRewriter:
                 known_only=True,
             )
         except NeedsWork:
-            return await anyio.to_thread.run_sync(self.rewrite, result, server)
+            return await anyio.to_thread.run_sync(self.rewrite, result, server, client)
         # Stored results are in memory (or one small sidecar file): found without a thread.
         handles = self.run(rendered.jobs, 0)
         wait = self.options.wait
@@ -182,8 +218,10 @@ class MediaRewriter:
         if self.options.policy.images is MediaPolicy.FIT and any(
             blob.kind is MediaKind.IMAGE for blob in rendered.media
         ):  # a copy to decode and encode, or to read and hash
-            return await anyio.to_thread.run_sync(self._rewritten, result, rendered, handles)
-        return self._rewritten(result, rendered, handles)
+            return await anyio.to_thread.run_sync(
+                self._rewritten, result, rendered, handles, client
+            )
+        return self._rewritten(result, rendered, handles, client)
 
     def run(
         self, jobs: Sequence[JobRequest], wait: float, params: Mapping[str, Any] | None = None

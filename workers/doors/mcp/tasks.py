@@ -40,7 +40,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from workers.core.door_settings import McpSettings
-from workers.core.gateway import Admission, JobHandle
+from workers.core.gateway import Admission, JobGateway, JobHandle
 from workers.doors.mcp.task_record import (
     CURRENT,
     EXTENSION,
@@ -76,12 +76,16 @@ class Tasks:
 
     def __init__(self, tools: OwnTools, limits: McpSettings) -> None:
         self.tools = tools
-        self.gateway = tools.rewriter.gateway
         self.max_tasks = limits.max_tasks
         self.ttl = limits.task_ttl
         self.results_budget = int(limits.task_results_mb * 1024 * 1024)
         self._tasks: OrderedDict[str, Task] = OrderedDict()  # oldest first
         self._group: anyio.abc.TaskGroup | None = None
+
+    @property
+    def gateway(self) -> JobGateway:
+        # Asked for at use, not here: the door opens it once its first answers are out.
+        return self.tools.rewriter.gateway
 
     def install(self, server: Server[Any]) -> None:
         server.extensions[EXTENSION] = {}
