@@ -26,6 +26,7 @@ from bench import (
     speech,
     text,
     words,
+    wyoming,
 )
 
 SUITES = {
@@ -44,6 +45,7 @@ SUITES = {
     "kokoro": kokoro.run,
     "words": words.run,
     "reprocess_plan": reprocess_plan.run,
+    "wyoming": wyoming.run,
 }
 
 
