@@ -8,42 +8,42 @@ import asyncio
 import sys
 
 from workers.cli.common import CliError, connect_client
+from workers.core.door_settings import WyomingSettings
 from workers.core.gateway import JobGateway
 from workers.core.settings import Settings
 from workers.doors.listen import ListenError
 
-DEFAULT_URI = "tcp://127.0.0.1:10300"
+_BOUNDS = ("max_connections", "idle_timeout", "max_audio_seconds", "max_chunk_kb")
 
 
 def add_wyoming_flags(p: argparse.ArgumentParser) -> None:
+    """Each flag, when given, wins over its MCP_MEDIA_WYOMING__* setting."""
     p.add_argument(
         "--uri",
-        default=DEFAULT_URI,
-        help=f"where to listen: tcp://HOST:PORT, unix://PATH or stdio:// (default {DEFAULT_URI})",
+        help="where to listen: tcp://HOST:PORT, unix://PATH or stdio:// "
+        "(default MCP_MEDIA_WYOMING__URI, tcp://127.0.0.1:10300)",
     )
     p.add_argument(
         "--allow-remote",
         action="store_true",
+        default=None,
         help="listen on an address other machines reach (Wyoming has no authentication)",
     )
-    p.add_argument("--max-connections", type=int, default=16, help="open at once (default 16)")
+    p.add_argument("--max-connections", type=int, help="open at once (default 16)")
     p.add_argument(
         "--idle-timeout",
         type=float,
-        default=60.0,
         metavar="SECONDS",
         help="close a connection silent this long (default 60)",
     )
     p.add_argument(
         "--max-audio-seconds",
         type=float,
-        default=120.0,
         help="of one transcription's audio (default 120)",
     )
     p.add_argument(
         "--max-chunk-kb",
         type=int,
-        default=1024,
         help="of one event's payload, an audio chunk (default 1024)",
     )
     p.add_argument(
@@ -59,27 +59,38 @@ def add_wyoming_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def wyoming_options(args: argparse.Namespace, settings: Settings) -> WyomingSettings:
+    """The door's settings: MCP_MEDIA_WYOMING__* with each given flag laid over."""
+    given = {
+        name: getattr(args, name)
+        for name in ("uri", "allow_remote", *_BOUNDS, "wait")
+        if getattr(args, name) is not None
+    }
+    for name in _BOUNDS:
+        if given.get(name, 1) <= 0:
+            raise CliError(f"--{name.replace('_', '-')} must be above 0")
+    return settings.wyoming.model_copy(update=given)
+
+
 def cmd_wyoming(args: argparse.Namespace, settings: Settings) -> int:
     from workers.doors.wyoming.connection import Door
     from workers.doors.wyoming.describe import CatalogCache
     from workers.doors.wyoming.limits import Limits
     from workers.doors.wyoming.server import Address, check_address, serve
 
-    for name in ("max_connections", "idle_timeout", "max_audio_seconds", "max_chunk_kb"):
-        if getattr(args, name) <= 0:
-            raise CliError(f"--{name.replace('_', '-')} must be above 0")
+    options = wyoming_options(args, settings)
     try:
-        address = Address.parse(args.uri)
-        exposure = check_address(address, args.allow_remote)
+        address = Address.parse(options.uri)
+        exposure = check_address(address, options.allow_remote)
     except ListenError as exc:
         raise CliError(str(exc)) from None
     limits = Limits(
-        connections=args.max_connections,
-        idle_seconds=args.idle_timeout,
-        payload_bytes=args.max_chunk_kb * 1024,
-        audio_seconds=args.max_audio_seconds,
+        connections=options.max_connections,
+        idle_seconds=options.idle_timeout,
+        payload_bytes=options.max_chunk_kb * 1024,
+        audio_seconds=options.max_audio_seconds,
         text_chars=settings.tts.max_chars,
-        wait=args.wait or settings.api.wait,
+        wait=options.wait or settings.api.wait,
     )
     gateway: JobGateway
     if args.inline:
