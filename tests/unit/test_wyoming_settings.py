@@ -27,6 +27,7 @@ def test_defaults_without_flags_or_settings() -> None:
     assert options.allow_remote is False
     assert (options.max_connections, options.idle_timeout) == (16, 60.0)
     assert (options.max_audio_seconds, options.max_chunk_kb, options.wait) == (120.0, 1024, None)
+    assert options.zeroconf == ""
 
 
 def test_settings_read_from_the_environment() -> None:
@@ -38,12 +39,14 @@ def test_settings_read_from_the_environment() -> None:
         "MCP_MEDIA_WYOMING__MAX_AUDIO_SECONDS": "30",
         "MCP_MEDIA_WYOMING__MAX_CHUNK_KB": "64",
         "MCP_MEDIA_WYOMING__WAIT": "20",
+        "MCP_MEDIA_WYOMING__ZEROCONF": "kitchen",
     }
     options = wyoming_options(parse(), Settings.from_env(env))
     assert options.uri == "tcp://0.0.0.0:10301"
     assert options.allow_remote is True
     assert (options.max_connections, options.idle_timeout) == (4, 9.5)
     assert (options.max_audio_seconds, options.max_chunk_kb, options.wait) == (30.0, 64, 20.0)
+    assert options.zeroconf == "kitchen"
 
 
 def test_each_given_flag_wins_over_its_setting() -> None:
@@ -53,6 +56,7 @@ def test_each_given_flag_wins_over_its_setting() -> None:
     assert (options.max_connections, options.idle_timeout) == (2, 9.0)
     assert options.uri == "unix:///tmp/w.sock"
     assert options.allow_remote is True
+    assert wyoming_options(parse("--zeroconf"), Settings.from_env({})).zeroconf == "mcp-media"
 
 
 @pytest.mark.parametrize("flag", ["--max-connections", "--max-chunk-kb"])

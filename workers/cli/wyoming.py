@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import sys
+from typing import TYPE_CHECKING
 
 from workers.cli.common import CliError, connect_client
 from workers.core.door_settings import WyomingSettings
 from workers.core.gateway import JobGateway
 from workers.core.settings import Settings
 from workers.doors.listen import ListenError
+
+if TYPE_CHECKING:
+    from workers.doors.wyoming.server import Address
 
 _BOUNDS = ("max_connections", "idle_timeout", "max_audio_seconds", "max_chunk_kb")
 
@@ -53,6 +58,14 @@ def add_wyoming_flags(p: argparse.ArgumentParser) -> None:
         help="how long a request waits for its job (default MCP_MEDIA_API__WAIT)",
     )
     p.add_argument(
+        "--zeroconf",
+        nargs="?",
+        const="mcp-media",
+        metavar="NAME",
+        help="announce the door over zeroconf as NAME._wyoming._tcp.local. (default name "
+        "mcp-media; a tcp:// address other machines reach, so with --allow-remote)",
+    )
+    p.add_argument(
         "--inline",
         action="store_true",
         help="run the jobs in this process, without a broker or workers",
@@ -63,13 +76,27 @@ def wyoming_options(args: argparse.Namespace, settings: Settings) -> WyomingSett
     """The door's settings: MCP_MEDIA_WYOMING__* with each given flag laid over."""
     given = {
         name: getattr(args, name)
-        for name in ("uri", "allow_remote", *_BOUNDS, "wait")
+        for name in ("uri", "allow_remote", *_BOUNDS, "wait", "zeroconf")
         if getattr(args, name) is not None
     }
     for name in _BOUNDS:
         if given.get(name, 1) <= 0:
             raise CliError(f"--{name.replace('_', '-')} must be above 0")
     return settings.wyoming.model_copy(update=given)
+
+
+def check_zeroconf(address: Address) -> None:
+    """Zeroconf tells other machines where the door is: a loopback, unix or stdio address
+    is of no use to them, and the `zeroconf` package must be there."""
+    from workers.doors.wyoming.server import Scheme
+
+    if address.scheme is not Scheme.TCP or not address.remote:
+        raise CliError(
+            "--zeroconf announces the door to other machines: it needs a tcp:// address they "
+            f"reach (with --allow-remote), not {address}"
+        )
+    if importlib.util.find_spec("zeroconf") is None:
+        raise CliError("--zeroconf needs the zeroconf package: pip install 'mcp-media[wyoming]'")
 
 
 def cmd_wyoming(args: argparse.Namespace, settings: Settings) -> int:
@@ -84,6 +111,8 @@ def cmd_wyoming(args: argparse.Namespace, settings: Settings) -> int:
         exposure = check_address(address, options.allow_remote)
     except ListenError as exc:
         raise CliError(str(exc)) from None
+    if options.zeroconf:
+        check_zeroconf(address)
     limits = Limits(
         connections=options.max_connections,
         idle_seconds=options.idle_timeout,
@@ -101,9 +130,12 @@ def cmd_wyoming(args: argparse.Namespace, settings: Settings) -> int:
         gateway = connect_client(settings, bounded=True)
     how = "jobs run in this process" if args.inline else "jobs run on the workers"
     sys.stderr.write(f"mcp-media: wyoming: {exposure} ({how})\n")
+    if options.zeroconf:
+        sys.stderr.write(f"mcp-media: wyoming: announced over zeroconf as {options.zeroconf}\n")
     sys.stderr.flush()
     try:
-        asyncio.run(serve(Door(gateway, limits, CatalogCache(gateway)), address))
+        door = Door(gateway, limits, CatalogCache(gateway))
+        asyncio.run(serve(door, address, options.zeroconf))
     finally:
         gateway.close()
     return 0

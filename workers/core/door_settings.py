@@ -106,3 +106,6 @@ class WyomingSettings(BaseModel):
     max_audio_seconds: float = Field(default=120.0, gt=0)  # of one transcription
     max_chunk_kb: int = Field(default=1024, ge=1)  # one event's payload (an audio chunk)
     wait: float | None = Field(default=None, gt=0)  # for a job; unset: api.wait
+    # A name: the door announced over zeroconf as NAME._wyoming._tcp.local. (tcp:// off
+    # loopback only, so with allow_remote); empty: not announced.
+    zeroconf: str = ""
