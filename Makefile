@@ -67,7 +67,8 @@ ROUNDS ?= 10
 soak: $(STAMP)
 	$(BIN)/python -m tests.faults.soak --rounds $(ROUNDS)
 
-# Hostile requests on serve and the MCP door (COUNT of each kind): figures, no assertions.
+# Hostile requests on serve, the MCP door and the Wyoming door (COUNT of each kind): figures,
+# no assertions.
 COUNT ?= 10000
 hostile: $(STAMP)
 	$(BIN)/python -m tests.faults.hostile --count $(COUNT)

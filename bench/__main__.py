@@ -28,6 +28,7 @@ from bench import (
     speech,
     text,
     words,
+    wyoming,
 )
 
 SUITES = {
@@ -48,6 +49,7 @@ SUITES = {
     "reprocess_plan": reprocess_plan.run,
     "digest": digest.run,
     "proxy_ready": proxy_ready.run,
+    "wyoming": wyoming.run,
 }
 
 

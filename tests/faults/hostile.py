@@ -20,6 +20,11 @@ Starts, on a fresh home, a real embedded redis-server, `mcp-media serve` and the
 Then a broker outage (`tests/faults/outage.py`): the time `serve` takes to a shaped answer
 with its broker stopped and hung, and until it serves again once the broker is back.
 
+Then the Wyoming door (`tests/faults/wyoming_hostile.py`), `--count` connections of each
+hostile kind on raw sockets (oversized `payload_length`, bad JSON, an overlong line, an
+unknown type, audio past its bound, a connection flood): answers by code, the slowest
+answer or close, its memory before and after, and `describe` answered afterwards.
+
 For each kind: the count of each status code, requests/s, and the RSS of each door before
 and after (VmRSS) with its peak so far (VmHWM). At the end: the size of serve's `/metrics`
 and the time to fetch it, and its page gauges. Prints one line per kind and writes the whole
@@ -47,7 +52,7 @@ from pathlib import Path
 
 import httpx2
 
-from tests.faults import outage
+from tests.faults import outage, wyoming_hostile
 from tests.integration.test_mcp_http import ACCEPT, INITIALIZE
 from tests.support.cluster import ROOT
 from tests.support.net import free_port, wait_for_port
@@ -315,6 +320,9 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
             print(said, flush=True)
         api.memory()  # both doors lived through it
         mcp.memory()
+    report["wyoming"] = wyoming = wyoming_hostile.measure(count, concurrency, home / "wyoming")
+    for said in wyoming_hostile.lines(wyoming):
+        print(said, flush=True)
     return report
 
 

@@ -1,5 +1,5 @@
-"""The settings sections of the doors: `mcp-media serve` (the HTTP API and the jobs page)
-and the MCP door (`proxy`, `mcp`)."""
+"""The settings sections of the doors: `mcp-media serve` (the HTTP API and the jobs page),
+the MCP door (`proxy`, `mcp`) and the Wyoming door (`wyoming`)."""
 
 from __future__ import annotations
 
@@ -99,3 +99,19 @@ class McpSettings(BaseModel):
     @property
     def max_upstream_message_bytes(self) -> int:
         return int(self.max_upstream_message_mb * 1024 * 1024)
+
+
+class WyomingSettings(BaseModel):
+    """`mcp-media wyoming`: where it listens and the bounds of every connection (Wyoming has
+    no authentication, so a client may be anyone who reaches the port). Its flags win."""
+
+    uri: str = "tcp://127.0.0.1:10300"  # tcp://HOST:PORT, unix://PATH or stdio://
+    allow_remote: bool = False  # an address other machines reach; refused without it
+    max_connections: int = Field(default=16, ge=1)  # open at once; past it: `unavailable`
+    idle_timeout: float = Field(default=60.0, gt=0)  # seconds without an event
+    max_audio_seconds: float = Field(default=120.0, gt=0)  # of one transcription
+    max_chunk_kb: int = Field(default=1024, ge=1)  # one event's payload (an audio chunk)
+    wait: float | None = Field(default=None, gt=0)  # for a job; unset: api.wait
+    # A name: the door announced over zeroconf as NAME._wyoming._tcp.local. (tcp:// off
+    # loopback only, so with allow_remote); empty: not announced.
+    zeroconf: str = ""

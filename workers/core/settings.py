@@ -26,7 +26,7 @@ from pydantic_settings import (
 from pipelines.cache import DEFAULT_MAX_BLOB_BYTES, CacheLimits, MediaCache
 from pipelines.errors import ConfigError
 from pipelines.results import Sidecars
-from workers.core.door_settings import ApiSettings, McpSettings
+from workers.core.door_settings import ApiSettings, McpSettings, WyomingSettings
 
 
 def default_home() -> Path:
@@ -247,6 +247,7 @@ class Settings(BaseSettings):
     documents: DocumentSettings = Field(default_factory=DocumentSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    wyoming: WyomingSettings = Field(default_factory=WyomingSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
 
     @field_validator("home")

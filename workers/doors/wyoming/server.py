@@ -27,6 +27,7 @@ from pipelines.outcomes import Outcome
 from workers.core.outcomes import Failure
 from workers.doors.listen import ListenError, check_free, is_loopback
 from workers.doors.wyoming.connection import Connection, Door, drain
+from workers.doors.wyoming.discovery import Announcement, announce
 from workers.doors.wyoming.outcomes import error_event
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,9 @@ async def _stdio(door: Door) -> None:
     await Connection(door, reader, writer).run()
 
 
-async def serve(door: Door, address: Address) -> None:
-    """Take connections until SIGTERM or SIGINT (stdio: until its input ends)."""
+async def serve(door: Door, address: Address, zeroconf: str = "") -> None:
+    """Take connections until SIGTERM or SIGINT (stdio: until its input ends); a TCP
+    address is announced over zeroconf under the name `zeroconf` when one is given."""
     await door.catalog.refresh()  # the first describe is answered from it at once
     door.catalog.start()
     stop = asyncio.Event()
@@ -167,6 +169,7 @@ async def serve(door: Door, address: Address) -> None:
         await _connected(door, reader, writer)
 
     server: asyncio.AbstractServer | None = None
+    announced: Announcement | None = None
     try:
         if address.scheme is Scheme.STDIO:
             work = asyncio.ensure_future(_stdio(door))
@@ -179,6 +182,8 @@ async def serve(door: Door, address: Address) -> None:
             server = await asyncio.start_server(
                 connected, address.host, address.port, limit=limit, reuse_address=True
             )
+            if zeroconf:
+                announced = await announce(zeroconf, address.host, address.port)
         else:
             old = os.umask(0o177)  # the socket is born 0600: no moment open to others
             try:
@@ -187,6 +192,8 @@ async def serve(door: Door, address: Address) -> None:
                 os.umask(old)
         await stop.wait()
     finally:
+        if announced is not None:
+            await announced.close()
         if server is not None:
             server.close()
         for task in list(door.open):
