@@ -132,6 +132,8 @@ def test_bad_events_are_answered_in_shape_and_the_session_goes_on(
     ws.send("{not json")
     error = receive(ws)
     assert error["type"] == "error" and error["error"]["code"] == "invalid_json"
+    ws.send_binary(b"\x00\x01 audio where an event belongs")
+    assert receive(ws)["error"]["code"] == "invalid_json"
     assert error["error"]["type"] == "invalid_request_error"
     send(ws, {"type": "response.create", "event_id": "evt_1"})
     error = receive(ws)["error"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from anyio.abc import ObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -134,7 +134,7 @@ class Session:
         return item_id(), pcm
 
 
-async def _turns(session: Session, queued: ObjectReceiveStream[tuple[Turn, bytes]]) -> None:
+async def _turns(session: Session, queued: MemoryObjectReceiveStream[tuple[Turn, bytes]]) -> None:
     async with queued:
         async for turn, pcm in queued:
             try:
@@ -143,14 +143,17 @@ async def _turns(session: Session, queued: ObjectReceiveStream[tuple[Turn, bytes
                 return  # the client left while its turn was transcribed
 
 
-async def _events(session: Session, queue: Any) -> None:
+async def _events(session: Session, queue: MemoryObjectSendStream[tuple[Turn, bytes]]) -> None:
     """Read and answer the client's events until it leaves."""
     while True:
-        try:
-            text = await session.websocket.receive_text()
-        except WebSocketDisconnect:
+        message = await session.websocket.receive()
+        if message["type"] == "websocket.disconnect":
             return
-        client_event = None
+        text = message.get("text")
+        if text is None:  # a binary frame: events are JSON text
+            refusal = EventError("events are JSON objects in text frames", code="invalid_json")
+            await session.refuse(refusal, None)
+            continue
         try:
             event = json.loads(text)
             if not isinstance(event, dict):
@@ -167,7 +170,9 @@ async def _events(session: Session, queue: Any) -> None:
             await session.refuse(exc, client_event)
 
 
-async def _answer(session: Session, event: dict[str, Any], queue: Any) -> None:
+async def _answer(
+    session: Session, event: dict[str, Any], queue: MemoryObjectSendStream[tuple[Turn, bytes]]
+) -> None:
     kind = event.get("type")
     if kind in UPDATES:
         older = UPDATES[str(kind)]
