@@ -22,7 +22,7 @@ import websocket
 from openai import OpenAI
 
 from tests.support.cluster import Cluster
-from tests.support.serve import DETERMINISTIC_VOICE, Served, speech_door
+from tests.support.serve import DETERMINISTIC_VOICE, Served, serve, speech_door
 
 pytestmark = pytest.mark.models
 
@@ -165,7 +165,25 @@ def test_bad_events_are_answered_in_shape_and_the_session_goes_on(
     while events[-1]["type"] != COMPLETED:
         events.append(receive(ws))
     assert heard(FIRST, events[-1]["transcript"]) >= 0.8
+    # a turn of silence: completed, with nothing said
+    append(ws, bytes(24_000 * 2))
+    send(ws, {"type": "input_audio_buffer.commit"})
+    assert receive(ws)["type"] == "input_audio_buffer.committed"
+    silence = receive(ws)
+    assert (silence["type"], silence["transcript"]) == (COMPLETED, "")
     ws.close()
+
+
+def test_a_session_ends_at_its_time_bound(door: tuple[Cluster, Served, OpenAI]) -> None:
+    cluster, _served, _api = door
+    with serve(cluster, MCP_MEDIA_API__REALTIME_MINUTES="0.02") as short:  # 1.2 s
+        ws = connect(short)
+        assert receive(ws)["type"] == "session.created"
+        error = receive(ws)  # nothing sent: the session runs out
+        assert (error["type"], error["error"]["code"]) == ("error", "session_expired")
+        opcode, frame = ws.recv_data_frame(control_frame=True)
+        ws.shutdown()  # type: ignore[no-untyped-call]  # handshake done: `close` would leak it
+        assert opcode == websocket.ABNF.OPCODE_CLOSE and frame.data[:2] == (1000).to_bytes(2, "big")
 
 
 def sessions_open(served: Served) -> float:
