@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import numpy as np
 import pytest
 import websocket
 from openai import OpenAI
 
 from tests.support.cluster import Cluster
 from tests.support.serve import DETERMINISTIC_VOICE, Served, serve, speech_door
+from tests.unit.test_realtime_audio import mu_law
 
 pytestmark = pytest.mark.models
 
@@ -172,6 +174,26 @@ def test_bad_events_are_answered_in_shape_and_the_session_goes_on(
     silence = receive(ws)
     assert (silence["type"], silence["transcript"]) == (COMPLETED, "")
     ws.close()
+
+
+def test_a_telephone_turn_in_mu_law(door: tuple[Cluster, Served, OpenAI]) -> None:
+    _cluster, served, api = door
+    speech = np.frombuffer(pcm24(api, SECOND), "<i2").astype(np.float64)
+    narrow = speech[: len(speech) // 3 * 3].reshape(-1, 3).mean(axis=1)  # 24 kHz -> 8 kHz
+    ws = connect(served)
+    assert receive(ws)["type"] == "session.created"
+    update = {"type": "transcription", "audio": {"input": {"format": {"type": "audio/pcmu"}}}}
+    send(ws, {"type": "session.update", "session": update})
+    session = receive(ws)["session"]
+    assert session["audio"]["input"]["format"] == {"type": "audio/pcmu"}
+    append(ws, mu_law(narrow), piece=1600)
+    send(ws, {"type": "input_audio_buffer.commit"})
+    events = [receive(ws)]
+    while events[-1]["type"] != COMPLETED:
+        events.append(receive(ws))
+    ws.close()
+    assert heard(SECOND, events[-1]["transcript"]) >= 0.8, events[-1]
+    assert events[-1]["usage"]["seconds"] > 1.0
 
 
 def test_a_session_ends_at_its_time_bound(door: tuple[Cluster, Served, OpenAI]) -> None:

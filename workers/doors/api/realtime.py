@@ -28,6 +28,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from workers.doors.api.catalog import catalog, stt_model
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
+from workers.doors.api.realtime_audio import decoded_size, to_pcm16
 from workers.doors.api.realtime_events import (
     EventError,
     SessionConfig,
@@ -109,7 +110,8 @@ class Session:
         if not isinstance(audio, str):
             raise EventError("`audio` must be base64 text", code="invalid_type", param="audio")
         limit = int(self.ctx.settings.api.realtime_buffer_mb * 1024 * 1024)
-        if len(self.buffer) + len(audio) * 3 // 4 > limit:  # judged before decoding it
+        codec = self.config.codec
+        if len(self.buffer) + decoded_size(codec, len(audio) * 3 // 4) > limit:  # before decoding
             raise EventError(
                 f"the input audio buffer would pass its {limit} bytes: commit the turn before"
                 " appending more (MCP_MEDIA_API__REALTIME_BUFFER_MB)",
@@ -117,7 +119,7 @@ class Session:
                 param="audio",
             )
         try:
-            self.buffer += b64decode(audio, validate=True)
+            self.buffer += to_pcm16(codec, b64decode(audio, validate=True))
         except binascii.Error:
             raise EventError("`audio` is not base64", code="invalid_value", param="audio") from None
 

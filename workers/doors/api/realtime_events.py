@@ -16,6 +16,7 @@ from typing import Any
 
 from pipelines.speech.chinese_script import split_language
 from workers.core.catalog import SttModel
+from workers.doors.api.realtime_audio import G711_RATE, OLDER_NAMES, Codec
 
 # Transcription model names a client may send; each is answered by the served whisper.
 OPENAI_MODELS = frozenset(
@@ -38,7 +39,8 @@ class EventError(Exception):
 class SessionConfig:
     """What a session's turns are transcribed with."""
 
-    rate: int = 24_000  # of the PCM16 appended
+    rate: int = 24_000  # of the audio appended (G.711: 8 kHz)
+    codec: Codec = Codec.PCM16
     model: str = "whisper-1"
     language: str = ""
     prompt: str = ""  # accepted and ignored, as /v1/audio/transcriptions does
@@ -115,18 +117,30 @@ def _turn_detection(value: Any, param: str) -> None:
 
 
 def _format(config: SessionConfig, value: Any, param: str) -> SessionConfig:
-    """GA `{"type": "audio/pcm", "rate": 24000}` or the older `"pcm16"`."""
+    """GA `{"type": "audio/pcm", "rate": 24000}` (or `audio/pcmu`, `audio/pcma`), or the
+    older `"pcm16"` (`g711_ulaw`, `g711_alaw`)."""
     if value is None:
         return config
-    if value == "pcm16":
-        return replace(config, rate=24_000)
+    if isinstance(value, str):
+        if value not in OLDER_NAMES:
+            raise EventError(
+                f"audio format {value!r} is not taken here: use {', '.join(OLDER_NAMES)}",
+                code="unsupported_audio_format",
+                param=param,
+            )
+        codec = OLDER_NAMES[value]
+        return replace(config, codec=codec, rate=24_000 if codec is Codec.PCM16 else G711_RATE)
     found = _object(value, param)
-    if found.get("type") != "audio/pcm":
+    try:
+        codec = Codec(str(found.get("type")))
+    except ValueError:
         raise EventError(
-            f"audio format {found.get('type')!r} is not taken here: send audio/pcm (PCM16)",
+            f"audio format {found.get('type')!r} is not taken here: use one of {', '.join(Codec)}",
             code="unsupported_audio_format",
             param=f"{param}.type",
-        )
+        ) from None
+    if codec is not Codec.PCM16:
+        return replace(config, codec=codec, rate=G711_RATE)
     rate = found.get("rate", 24_000)
     if rate not in RATES:
         raise EventError(
@@ -134,7 +148,7 @@ def _format(config: SessionConfig, value: Any, param: str) -> SessionConfig:
             code="invalid_value",
             param=f"{param}.rate",
         )
-    return replace(config, rate=int(rate))
+    return replace(config, codec=codec, rate=int(rate))
 
 
 def updated(
@@ -183,7 +197,7 @@ def session_object(session_id: str, config: SessionConfig, older: bool) -> dict[
         return {
             "id": session_id,
             "object": "realtime.transcription_session",
-            "input_audio_format": "pcm16",
+            "input_audio_format": _older_name(config.codec),
             "input_audio_transcription": transcription,
             "turn_detection": None,
             "input_audio_noise_reduction": None,
@@ -194,7 +208,7 @@ def session_object(session_id: str, config: SessionConfig, older: bool) -> dict[
         "id": session_id,
         "audio": {
             "input": {
-                "format": {"type": "audio/pcm", "rate": config.rate},
+                "format": _format_object(config),
                 "transcription": transcription,
                 "turn_detection": None,
                 "noise_reduction": None,
@@ -202,3 +216,13 @@ def session_object(session_id: str, config: SessionConfig, older: bool) -> dict[
         },
         "include": [],
     }
+
+
+def _older_name(codec: Codec) -> str:
+    return next(name for name, found in OLDER_NAMES.items() if found is codec)
+
+
+def _format_object(config: SessionConfig) -> dict[str, Any]:
+    if config.codec is Codec.PCM16:
+        return {"type": config.codec.value, "rate": config.rate}
+    return {"type": config.codec.value}
