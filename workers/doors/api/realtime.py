@@ -85,7 +85,7 @@ def _check(websocket: WebSocket, key: str) -> ApiError | None:
     return None
 
 
-@dataclass
+@dataclass(slots=True)
 class Session:
     """One connection's state: its settings, the turn being appended, the turns queued."""
 
