@@ -44,6 +44,11 @@ class ApiSettings(BaseModel):
     # bound stays above the door's blocking reads (stream reads block 500 ms).
     broker_connect_timeout: float = Field(default=0.5, gt=0)
     broker_timeout: float = Field(default=1.5, ge=1.0)
+    # /v1/realtime transcription sessions: open at once (then 429), minutes each lives, and
+    # the audio one turn's buffer holds (MB of PCM16) before an append is refused.
+    realtime_sessions: int = Field(default=16, ge=1)
+    realtime_minutes: float = Field(default=30.0, gt=0)
+    realtime_buffer_mb: float = Field(default=15.0, gt=0)
 
 
 class McpSettings(BaseModel):

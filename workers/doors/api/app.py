@@ -18,7 +18,7 @@ from workers.core.cluster_view import ClusterView
 from workers.core.gateway import JobGateway
 from workers.core.operations import ClusterSteering
 from workers.core.settings import Settings
-from workers.doors.api import health, metrics, models, page, speech, transcribe
+from workers.doors.api import health, metrics, models, page, realtime, speech, transcribe
 from workers.doors.api.auth import CATALOG_PATHS, check_bearer, needs_key
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
@@ -189,6 +189,7 @@ def create_app(
     routes: list[BaseRoute] = [*health.routes(ctx)]
     routes += [*transcribe.routes(ctx), *speech.routes(ctx), *models.routes(ctx)]
     routes += metrics.routes(ctx.metrics)
+    routes += realtime.routes(ctx)
     if view is not None:
         ctx.metrics.watch(view)
     if view is not None and steering is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
@@ -55,6 +55,11 @@ class ApiMetrics:
             "Seconds from submitting a job to its result, as this process waited for it",
             ["capability"],
             buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.realtime_sessions = Gauge(
+            "mcp_media_api_realtime_sessions",
+            "Realtime transcription sessions open on this process (/v1/realtime)",
             registry=self.registry,
         )
 

@@ -34,6 +34,10 @@ from workers.doors.api.errors import ApiError
 from workers.doors.api.models import made_by
 from workers.doors.api.relay import Relay
 
+# OpenAI's pcm: 16-bit little-endian mono at 24 kHz, every voice resampled to it by the job
+# (pipelines.speech.encode), so a client that assumes OpenAI's rate plays it right; the rate is
+# also in the content type and in X-Audio-Sample-Rate for the clients that read it.
+PCM_RATE = 24_000
 # OpenAI's response_format -> (the job's format, content type).
 FORMATS = {
     "mp3": ("mp3", "audio/mpeg"),
@@ -41,7 +45,7 @@ FORMATS = {
     "aac": ("aac", "audio/aac"),
     "flac": ("flac", "audio/flac"),
     "wav": ("wav", "audio/wav"),
-    "pcm": ("pcm", "audio/pcm"),
+    "pcm": ("pcm", f"audio/pcm;rate={PCM_RATE}"),
 }
 FILE_CHUNK = 64 * 1024
 
@@ -114,10 +118,16 @@ def _sse(audio: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     return events()
 
 
+def _rate(content_type: str) -> dict[str, str]:
+    """The sample rate of raw audio, which has no header of its own to carry it."""
+    return {"X-Audio-Sample-Rate": str(PCM_RATE)} if content_type.startswith("audio/pcm") else {}
+
+
 def _respond(audio: AsyncIterator[bytes], content_type: str, stream_format: str) -> Response:
+    headers = _rate(content_type)
     if stream_format == "sse":
-        return StreamingResponse(_sse(audio), media_type="text/event-stream")
-    return StreamingResponse(audio, media_type=content_type)
+        return StreamingResponse(_sse(audio), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(audio, media_type=content_type, headers=headers)
 
 
 def _output_path(envelope: Envelope, job_id: str) -> Path:
@@ -144,7 +154,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
         if job.cached or not stream:
             done = await jobs.wait(ctx, job)
             path = _output_path(done, job.handle.id)
-            headers = made_by(done.output)
+            headers = made_by(done.output) | _rate(content_type)
             if stream_format == "audio":
                 return FileResponse(path, media_type=content_type, headers=headers)
             answer = _respond(_file_chunks(path), content_type, stream_format)

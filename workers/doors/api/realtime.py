@@ -1,0 +1,265 @@
+"""`/v1/realtime?intent=transcription`: OpenAI's Realtime transcription over a WebSocket.
+
+The client appends base64 PCM16 (`input_audio_buffer.append`) and ends each turn with
+`input_audio_buffer.commit`; each committed turn is one transcription job through the
+gateway (`realtime_turns`), its `.delta` and `.completed` events sent in commit order while
+the client goes on appending the next. The key is serve's: `Authorization: Bearer`, or from
+a browser the `openai-insecure-api-key.<key>` subprotocol. Bounded: sessions held at once
+(then 429 before the upgrade), minutes a session lives, audio one turn's buffer holds, turns
+waiting to be transcribed.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hmac
+import json
+import logging
+import secrets
+from base64 import b64decode
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from workers.doors.api.catalog import catalog, stt_model
+from workers.doors.api.context import ApiContext
+from workers.doors.api.errors import ApiError
+from workers.doors.api.realtime_audio import decoded_size, to_pcm16
+from workers.doors.api.realtime_events import (
+    EventError,
+    SessionConfig,
+    error_event,
+    item_id,
+    server_event,
+    session_object,
+    updated,
+)
+from workers.doors.api.realtime_turns import Turn
+
+log = logging.getLogger(__name__)
+
+KEY_PROTOCOL = "openai-insecure-api-key."
+PENDING_TURNS = 8  # committed turns waiting for their transcription; past it a commit is refused
+MIN_TURN_S = 0.1  # OpenAI refuses a commit of less than 100 ms of audio
+UPDATES = {"session.update": False, "transcription_session.update": True}  # -> the older shape
+
+
+def _key_given(websocket: WebSocket) -> str:
+    scheme, _, value = websocket.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and value:
+        return value.strip()
+    for protocol in websocket.scope.get("subprotocols") or ():
+        if protocol.startswith(KEY_PROTOCOL):
+            return str(protocol[len(KEY_PROTOCOL) :])
+    return ""
+
+
+async def _refuse(websocket: WebSocket, error: ApiError) -> None:
+    """The refusal before the upgrade: an HTTP answer in the door's shape where the server
+    can send one, else a close (the handshake fails with 403)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(error.response())
+    else:
+        await websocket.close(code=1008, reason=error.message[:120])
+
+
+def _check(websocket: WebSocket, key: str) -> ApiError | None:
+    given = _key_given(websocket)
+    if not given:
+        return ApiError(
+            401, "missing API key: send Authorization: Bearer <key> (or, from a browser, the "
+            f"{KEY_PROTOCOL}<key> subprotocol)", code="missing_api_key",
+        )  # fmt: skip
+    if not hmac.compare_digest(given.encode(), key.encode()):
+        return ApiError(401, "wrong API key", code="invalid_api_key")
+    intent = websocket.query_params.get("intent", "transcription")
+    if intent != "transcription":
+        return ApiError(
+            400, f"intent {intent!r} is not served here: only intent=transcription",
+            param="intent", code="invalid_value",
+        )  # fmt: skip
+    return None
+
+
+@dataclass(slots=True)
+class Session:
+    """One connection's state: its settings, the turn being appended, the turns queued."""
+
+    ctx: ApiContext
+    websocket: WebSocket
+    config: SessionConfig
+    older: bool = False
+    id: str = field(default_factory=lambda: f"sess_{secrets.token_hex(10)}")
+    buffer: bytearray = field(default_factory=bytearray)
+    last_item: str | None = None
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def send(self, event: dict[str, Any]) -> None:
+        async with self.lock:  # the reader and the turns both send
+            await self.websocket.send_text(json.dumps(event))
+
+    async def refuse(self, exc: EventError, client_event: str | None) -> None:
+        await self.send(error_event(exc, client_event))
+
+    def append(self, event: dict[str, Any]) -> None:
+        audio = event.get("audio")
+        if not isinstance(audio, str):
+            raise EventError("`audio` must be base64 text", code="invalid_type", param="audio")
+        limit = int(self.ctx.settings.api.realtime_buffer_mb * 1024 * 1024)
+        codec = self.config.codec
+        if len(self.buffer) + decoded_size(codec, len(audio) * 3 // 4) > limit:  # before decoding
+            raise EventError(
+                f"the input audio buffer would pass its {limit} bytes: commit the turn before"
+                " appending more (MCP_MEDIA_API__REALTIME_BUFFER_MB)",
+                code="input_audio_buffer_too_large",
+                param="audio",
+            )
+        try:
+            self.buffer += to_pcm16(codec, b64decode(audio, validate=True))
+        except binascii.Error:
+            raise EventError("`audio` is not base64", code="invalid_value", param="audio") from None
+
+    def commit(self) -> tuple[str, bytes]:
+        least = int(self.config.rate * 2 * MIN_TURN_S)
+        if len(self.buffer) < least:
+            raise EventError(
+                f"buffer too small: expected at least {MIN_TURN_S * 1000:.0f} ms of audio, have"
+                f" {len(self.buffer) / 2 / self.config.rate * 1000:.0f} ms",
+                code="input_audio_buffer_commit_empty",
+            )
+        pcm = bytes(self.buffer)
+        self.buffer.clear()
+        return item_id(), pcm
+
+
+async def _turns(session: Session, queued: MemoryObjectReceiveStream[tuple[Turn, bytes]]) -> None:
+    async with queued:
+        async for turn, pcm in queued:
+            try:
+                await turn.run(pcm)
+            except (WebSocketDisconnect, OSError, RuntimeError):
+                return  # the client left while its turn was transcribed
+
+
+async def _events(session: Session, queue: MemoryObjectSendStream[tuple[Turn, bytes]]) -> None:
+    """Read and answer the client's events until it leaves."""
+    while True:
+        message = await session.websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        if text is None:  # a binary frame: events are JSON text
+            refusal = EventError("events are JSON objects in text frames", code="invalid_json")
+            await session.refuse(refusal, None)
+            continue
+        try:
+            event = json.loads(text)
+            if not isinstance(event, dict):
+                raise ValueError
+        except ValueError:
+            await session.refuse(
+                EventError("the event is not a JSON object", code="invalid_json"), None
+            )
+            continue
+        client_event = event.get("event_id") if isinstance(event.get("event_id"), str) else None
+        try:
+            await _answer(session, event, queue)
+        except EventError as exc:
+            await session.refuse(exc, client_event)
+
+
+async def _answer(
+    session: Session, event: dict[str, Any], queue: MemoryObjectSendStream[tuple[Turn, bytes]]
+) -> None:
+    kind = event.get("type")
+    if kind in UPDATES:
+        older = UPDATES[str(kind)]
+        model = stt_model(await catalog(session.ctx))
+        session.config, refusal = updated(session.config, model, event, older)
+        session.older = older
+        name = "transcription_session.updated" if older else "session.updated"
+        await session.send(
+            server_event(name, session=session_object(session.id, session.config, older))
+        )
+        if refusal is not None:
+            raise refusal
+    elif kind == "input_audio_buffer.append":
+        session.append(event)
+    elif kind == "input_audio_buffer.clear":
+        session.buffer.clear()
+        await session.send(server_event("input_audio_buffer.cleared"))
+    elif kind == "input_audio_buffer.commit":
+        item, pcm = session.commit()
+        turn = Turn(session.ctx, session.config, item, session.send)
+        try:
+            queue.send_nowait((turn, pcm))
+        except anyio.WouldBlock:
+            raise EventError(
+                f"{PENDING_TURNS} turns already wait for their transcription: commit again later",
+                code="too_many_pending_turns",
+            ) from None
+        await session.send(
+            server_event(
+                "input_audio_buffer.committed", previous_item_id=session.last_item, item_id=item
+            )
+        )
+        session.last_item = item
+    else:
+        raise EventError(
+            f"unknown event type {str(kind)[:60]!r}: this session takes session.update,"
+            " transcription_session.update and input_audio_buffer.append/commit/clear",
+            code="invalid_value",
+            param="type",
+        )
+
+
+def routes(ctx: ApiContext) -> list[BaseRoute]:
+    held = [0]  # sessions open now
+
+    async def realtime(websocket: WebSocket) -> None:
+        api = ctx.settings.api
+        refusal = _check(websocket, ctx.key)
+        if refusal is None and held[0] >= api.realtime_sessions:
+            refusal = ApiError(
+                429, f"{api.realtime_sessions} realtime sessions are open already"
+                " (MCP_MEDIA_API__REALTIME_SESSIONS): retry later",
+                code="too_many_sessions", headers={"Retry-After": str(api.retry_after)},
+            )  # fmt: skip
+        if refusal is not None:
+            await _refuse(websocket, refusal)
+            return
+        offered = websocket.scope.get("subprotocols") or []
+        await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
+        held[0] += 1
+        ctx.metrics.realtime_sessions.set(held[0])
+        session = Session(ctx, websocket, SessionConfig())
+        try:
+            await session.send(
+                server_event(
+                    "session.created", session=session_object(session.id, session.config, False)
+                )
+            )
+            send, receive = anyio.create_memory_object_stream[tuple[Turn, bytes]](PENDING_TURNS)
+            with anyio.move_on_after(api.realtime_minutes * 60) as timer:
+                async with anyio.create_task_group() as group, send:
+                    group.start_soon(_turns, session, receive)
+                    await _events(session, send)
+                    group.cancel_scope.cancel()  # the client left: its turns go unanswered
+            if timer.cancelled_caught:
+                expired = EventError(
+                    f"the session reached its {api.realtime_minutes:g} minutes"
+                    " (MCP_MEDIA_API__REALTIME_MINUTES)", code="session_expired",
+                )  # fmt: skip
+                await session.refuse(expired, None)
+                await websocket.close(code=1000)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            held[0] -= 1
+            ctx.metrics.realtime_sessions.set(held[0])
+
+    return [WebSocketRoute("/v1/realtime", realtime)]
