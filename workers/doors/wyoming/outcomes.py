@@ -20,7 +20,8 @@ _GROUPS: Mapping[str, frozenset[Outcome]] = {
     "the same input will fail again": frozenset({
         Outcome.NOT_AUDIO, Outcome.UNREADABLE_AUDIO, Outcome.EMPTY_AUDIO,
         Outcome.UNREADABLE_IMAGE, Outcome.IMAGE_TOO_LARGE, Outcome.PROVIDER_REJECTED,
-        Outcome.ENGINE_FAILED,
+        Outcome.ENGINE_FAILED, Outcome.UNREADABLE_DOCUMENT, Outcome.EMPTY_DOCUMENT,
+        Outcome.ENCRYPTED_DOCUMENT, Outcome.DOCUMENT_TOO_LARGE,
     }),
     "send smaller audio chunks, or less audio": frozenset({Outcome.AUDIO_TOO_LARGE}),
     "send a shorter recording": frozenset({Outcome.AUDIO_TOO_LONG}),
@@ -43,6 +44,9 @@ _GROUPS: Mapping[str, frozenset[Outcome]] = {
         Outcome.DEAD_LETTERED,
     }),
     "start a worker for it (`mcp-media up`)": frozenset({Outcome.NO_WORKER}),
+    "prepare the model where the jobs run (`mcp-media models prepare`)": frozenset({
+        Outcome.MODEL_MISSING,
+    }),
     "": frozenset({Outcome.CANCELLED}),
 }  # fmt: skip
 ADVICE: Mapping[Outcome, str] = {
