@@ -16,6 +16,7 @@ import itertools
 import re
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -26,6 +27,7 @@ from numpy.typing import NDArray
 from pipelines.errors import ConfigError
 from pipelines.results import NO_SPEECH_NOTE
 from pipelines.speech.audio import AudioSource, iter_audio
+from pipelines.speech.batches import side_by_side
 from pipelines.speech.chinese_script import converts
 from pipelines.speech.config import SttConfig
 
@@ -226,66 +228,105 @@ def transcribe(
         silence_s = 0.0
     del head
     timeline = SpeechTimeline(rate)
+    multilingual = bool(getattr(transcriber, "multilingual", True))
+    batch = config.batch_windows if getattr(transcriber, "concurrent", False) else 1
+    pool = ThreadPoolExecutor(batch, "stt-window") if batch > 1 and silence_s == 0 else None
     segments: list[Segment] = []
     words: list[Word] = []
     # Given, or detected on the first window with speech and kept for the rest: one language
     # per transcript, so a quiet window cannot flip a Chinese note into English.
     language = config.language
 
-    def read(final: bool) -> None:
+    def place(pieces: tuple[Segment, ...], heard: str, at: int) -> tuple[Segment, ...]:
+        """A window's pieces (timed within it, laid out from `at`) as segments and words."""
         nonlocal language
-        window_s = config.max_segment_s
-        while timeline.held_s >= window_s or (final and timeline.held_s >= _MIN_WINDOW_S):
-            samples = timeline.window(window_s)
-            quiet = leading_silence(samples, rate)
-            if quiet:  # nothing to hear there: whisper would only make words up
-                timeline.consume(quiet / rate)
-                continue
-            at = timeline.position
-            if timer is not None:
-                pieces, used_s, heard = timer.recognise_window(samples, language, words=True)
-            else:
-                pieces, used_s, heard = transcriber.recognise_window(samples, language)
-            spoken = language or heard
-            write = chinese if chinese is not None and converts(spoken) else None
-            seek = round(timeline.to_time(at) * 100)
-            kept = [
-                (piece, text)
-                for piece in pieces
-                if (text := _clean(write(piece.text) if write else piece.text))
-            ]
-            said = tuple(
-                segment
-                for piece, text in kept
-                for segment in timed_segments(
-                    timeline,
-                    replace(piece, text=text, seek=seek, words=()),
-                    at + int(piece.start * rate),
-                    at + int(piece.end * rate),
-                )
+        spoken = language or heard
+        write = chinese if chinese is not None and converts(spoken) else None
+        seek = round(timeline.to_time(at) * 100)
+        kept = [
+            (piece, text)
+            for piece in pieces
+            if (text := _clean(write(piece.text) if write else piece.text))
+        ]
+        said = tuple(
+            segment
+            for piece, text in kept
+            for segment in timed_segments(
+                timeline,
+                replace(piece, text=text, seek=seek, words=()),
+                at + int(piece.start * rate),
+                at + int(piece.end * rate),
             )
-            if said:
-                language = spoken
-                segments.extend(said)
-                words.extend(
-                    Word(
-                        write(word.word) if write else word.word,
-                        round(timeline.to_time(at + int(word.start * rate)), 3),
-                        round(timeline.to_time(at + int(word.end * rate), end=True), 3),
-                    )
-                    for piece, _ in kept
-                    for word in piece.words
+        )
+        if said:
+            language = spoken
+            segments.extend(said)
+            words.extend(
+                Word(
+                    write(word.word) if write else word.word,
+                    round(timeline.to_time(at + int(word.start * rate)), 3),
+                    round(timeline.to_time(at + int(word.end * rate), end=True), 3),
                 )
-            timeline.consume(used_s)
-            if checkpoint is not None:
-                done_s = timeline.to_time(timeline.position, end=True)
-                elapsed = time.perf_counter() - started
-                checkpoint(Progress(done_s, len(segments), elapsed, said))
+                for piece, _ in kept
+                for word in piece.words
+            )
+        return said
 
-    for chunk in chunks:
-        timeline.add(chunk.start_s, chunk.samples, silence_s)
-        read(final=False)
-    read(final=True)
+    def report(said: tuple[Segment, ...], upto: int) -> None:
+        if checkpoint is not None:
+            done_s = timeline.to_time(upto, end=True)
+            checkpoint(Progress(done_s, len(segments), time.perf_counter() - started, said))
+
+    def decode(samples: Samples) -> tuple[tuple[Segment, ...], float, str]:
+        if timer is not None:
+            return timer.recognise_window(samples, language, words=True)
+        return transcriber.recognise_window(samples, language)
+
+    def read_one() -> None:
+        samples = timeline.window(config.max_segment_s)
+        quiet = leading_silence(samples, rate)
+        if quiet:  # nothing to hear there: whisper would only make words up
+            timeline.consume(quiet / rate)
+            return
+        at = timeline.position
+        pieces, used_s, heard = decode(samples)
+        said = place(pieces, heard, at)
+        timeline.consume(used_s)
+        report(said, timeline.position)
+
+    def read_batch() -> None:
+        lengths = timeline.cuts(config.max_segment_s, batch)
+        front = timeline.front(sum(lengths))
+        starts = [timeline.position + sum(lengths[:i]) for i in range(len(lengths))]
+        windows = np.split(front, np.cumsum(lengths)[:-1])
+        assert pool is not None
+        for at, window, (pieces, _, heard) in zip(
+            starts, windows, side_by_side(pool, decode, windows, rate), strict=True
+        ):
+            report(place(pieces, heard, at), at + len(window))
+        timeline.consume(len(front) / rate)
+
+    def read(final: bool) -> None:
+        while True:
+            # A multilingual model detects the language on its first window with speech,
+            # alone: every window after it is read in that language.
+            batched = pool is not None and bool(language or not multilingual)
+            window_s = config.max_segment_s * (batch if batched else 1)
+            if timeline.held_s < window_s and not (final and timeline.held_s >= _MIN_WINDOW_S):
+                return
+            if batched:
+                read_batch()
+            else:
+                read_one()
+
+    try:
+        for chunk in chunks:
+            timeline.add(chunk.start_s, chunk.samples, silence_s)
+            read(final=False)
+        read(final=True)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     return Transcript(
         text=" ".join(s.text for s in segments),
         segments=tuple(segments),
