@@ -18,6 +18,7 @@ from bench import (
     kokoro,
     lanes,
     live_lanes,
+    long_audio,
     mcp,
     nodes,
     quality,
@@ -44,6 +45,7 @@ SUITES = {
     "kokoro": kokoro.run,
     "words": words.run,
     "reprocess_plan": reprocess_plan.run,
+    "long_audio": long_audio.run,
 }
 
 
