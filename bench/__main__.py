@@ -19,6 +19,7 @@ from bench import (
     kokoro,
     lanes,
     live_lanes,
+    long_audio,
     mcp,
     nodes,
     proxy_ready,
@@ -50,6 +51,7 @@ SUITES = {
     "digest": digest.run,
     "proxy_ready": proxy_ready.run,
     "wyoming": wyoming.run,
+    "long_audio": long_audio.run,
 }
 
 

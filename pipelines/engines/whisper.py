@@ -19,6 +19,7 @@ detects it from the first step's language-token logits, as whisper does.
 from __future__ import annotations
 
 import base64
+import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -206,6 +207,7 @@ class OrtWhisper:
     """`Transcriber` over an encoder/decoder pair in our per-layer layout (16 kHz in)."""
 
     sample_rate = RATE
+    concurrent = True  # windows may be decoded from several threads at once
 
     def __init__(
         self,
@@ -241,9 +243,9 @@ class OrtWhisper:
         self._step_outputs = [o.name for o in self._decoder.get_outputs() if o.name != "alignment"]
         # Exports before word timestamps have no alignment output: they transcribe as before.
         self.word_timestamps = len(self._step_outputs) < len(self._decoder.get_outputs())
-        self._cache = np.zeros(
-            (len(self._past), 1, meta.n_text_ctx, meta.n_text_state), dtype=np.float32
-        )
+        # Each thread decoding a window keeps its own cache, so windows may be decoded side
+        # by side (`concurrent`): onnxruntime runs one session from many threads.
+        self._caches = threading.local()
         self._language = language if meta.multilingual else "en"
         if task not in ("transcribe", "translate"):
             raise ConfigError(f"unknown whisper task {task!r}: transcribe or translate")
@@ -385,6 +387,16 @@ class OrtWhisper:
             for words in grouped
         ]
 
+    @property
+    def _cache(self) -> NDArray[np.float32]:
+        """This thread's self-attention cache: [2 x layers, 1, text context, state]."""
+        cache: NDArray[np.float32] | None = getattr(self._caches, "cache", None)
+        if cache is None:
+            meta = self.meta
+            shape = (len(self._past), 1, meta.n_text_ctx, meta.n_text_state)
+            cache = self._caches.cache = np.zeros(shape, dtype=np.float32)
+        return cache
+
     def _bytes(self, tokens: Sequence[int]) -> bytes:
         return b"".join(self._vocabulary[t] for t in tokens if t < len(self._vocabulary))
 
@@ -405,12 +417,13 @@ class OrtWhisper:
             "tokens": np.array([tokens], dtype=np.int64),
             "offset": np.array([offset], dtype=np.int64),
         }
+        cache = self._cache
         for j, name in enumerate(self._past):
-            feeds[name] = self._cache[j, :, :offset]
+            feeds[name] = cache[j, :, :offset]
         logits, *written = self._decoder.run(self._step_outputs, {**feeds, **cross})
         end = offset + len(tokens)
         for j, rows in enumerate(written):
-            self._cache[j, :, offset:end] = rows
+            cache[j, :, offset:end] = rows
         return np.asarray(logits[0], dtype=np.float32)
 
 

@@ -43,6 +43,10 @@ class SttConfig:
     single_pass_silence_s: float = 2.0
     # auto (by the folder's layout), native (our onnxruntime engines) or sherpa-onnx.
     engine: str = "auto"
+    # Long audio: this many windows, cut where nobody speaks, decoded side by side (engines
+    # that allow it: our whisper); 1 reads window after window, each continuing where the
+    # last one's text stopped.
+    batch_windows: int = 2
 
     @property
     def limits(self) -> DecodeLimits:

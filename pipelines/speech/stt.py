@@ -16,8 +16,8 @@ import itertools
 import re
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from pipelines.errors import ConfigError
 from pipelines.results import NO_SPEECH_NOTE
 from pipelines.speech.audio import AudioSource, iter_audio
+from pipelines.speech.batches import side_by_side
 from pipelines.speech.chinese_script import converts
 from pipelines.speech.config import SttConfig
 
@@ -63,6 +64,12 @@ from pipelines.speech.vad import (
     speech_chunks,
     window_chunks,
 )
+from pipelines.speech.whisper_folder import (
+    WhisperFiles as WhisperFiles,
+)
+from pipelines.speech.whisper_folder import (
+    validate_model_dir as validate_model_dir,
+)
 from pipelines.speech.windows import SpeechTimeline, split_phrase
 
 Samples = NDArray[np.float32]
@@ -77,11 +84,6 @@ _LEAD_IN_S = 0.3
 # Whisper's timestamps are this coarse: a phrase that overlaps a pause by less is not cut there.
 _TIMESTAMP_SLOP_S = 0.5
 WHISPER_RATE = 16_000
-# Encoder metadata the whisper engine reads (sherpa-onnx's key names).
-_WHISPER_KEYS = (
-    *("n_mels", "n_text_layer", "n_text_ctx", "n_text_state", "n_vocab", "sot", "eot"),
-    *("blank_id", "translate", "transcribe", "is_multilingual", "no_timestamps", "no_speech"),
-)
 
 
 class Transcriber(Protocol):
@@ -112,15 +114,6 @@ class WordTranscriber(Transcriber, Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class WhisperFiles:
-    encoder: Path
-    decoder: Path
-    tokens: Path
-    mel_filters: Path
-    multilingual: bool
-
-
-@dataclass(frozen=True, slots=True)
 class Progress:
     """Passed to the checkpoint after each window; raise from it to stop early."""
 
@@ -131,52 +124,6 @@ class Progress:
 
 
 Checkpoint = Callable[[Progress], None]
-
-
-def _pick(model_dir: Path, *names: str) -> Path:
-    for name in names:
-        if (model_dir / name).is_file():
-            return model_dir / name
-    raise ConfigError(f"whisper model folder {model_dir} has no {' or '.join(names)}")
-
-
-def validate_model_dir(model_dir: Path, language: str = "en") -> WhisperFiles:
-    """Check a whisper folder the way the engine will read it, without loading it."""
-    from pipelines.onnx_metadata import read_onnx_metadata
-
-    if not model_dir.is_dir():
-        raise ConfigError(f"whisper model folder not found: {model_dir}")
-    encoder = _pick(model_dir, "encoder.int8.onnx", "encoder.onnx")
-    decoder = _pick(model_dir, "decoder.int8.onnx", "decoder.onnx")
-    tokens = _pick(model_dir, "tokens.txt")
-    meta = read_onnx_metadata(encoder)
-    missing = [key for key in [*_WHISPER_KEYS, "sot_sequence"] if key not in meta]
-    if missing:
-        raise ConfigError(
-            f"{encoder} lacks whisper metadata {', '.join(missing)}: re-export the model"
-            " (mcp-media models prepare)"
-        )
-    bad = [key for key in _WHISPER_KEYS if not meta[key].lstrip("-").isdigit()]
-    if bad or not all(p.strip().isdigit() for p in meta["sot_sequence"].split(",")):
-        raise ConfigError(f"{encoder} has malformed whisper metadata: {bad or 'sot_sequence'}")
-    multilingual = meta["is_multilingual"] != "0"
-    if multilingual and not {"all_language_tokens", "all_language_codes"} <= meta.keys():
-        raise ConfigError(f"{encoder} is multilingual but lacks its language tables")
-    if not multilingual and language not in ("en", ""):
-        raise ConfigError(
-            f"{model_dir.name} transcribes English only, not {language!r}: choose a"
-            " multilingual model (whisper-base: mcp-media models prepare --tier quality)"
-        )
-    if not (model_dir / "mel_filters.npy").is_file():
-        raise ConfigError(
-            f"whisper model folder {model_dir} has no mel_filters.npy: not a folder of"
-            " `mcp-media models prepare` (sherpa-onnx's whisper layout is not loaded);"
-            " convert the weights with workers/provisioning/whisper_export.py"
-        )
-    read_onnx_metadata(decoder)  # at least a readable ONNX file
-    if tokens.stat().st_size == 0:
-        raise ConfigError(f"{tokens} is empty")
-    return WhisperFiles(encoder, decoder, tokens, model_dir / "mel_filters.npy", multilingual)
 
 
 @dataclass(slots=True)
@@ -226,66 +173,105 @@ def transcribe(
         silence_s = 0.0
     del head
     timeline = SpeechTimeline(rate)
+    multilingual = bool(getattr(transcriber, "multilingual", True))
+    batch = config.batch_windows if getattr(transcriber, "concurrent", False) else 1
+    pool = ThreadPoolExecutor(batch, "stt-window") if batch > 1 and silence_s == 0 else None
     segments: list[Segment] = []
     words: list[Word] = []
     # Given, or detected on the first window with speech and kept for the rest: one language
     # per transcript, so a quiet window cannot flip a Chinese note into English.
     language = config.language
 
-    def read(final: bool) -> None:
+    def place(pieces: tuple[Segment, ...], heard: str, at: int) -> tuple[Segment, ...]:
+        """A window's pieces (timed within it, laid out from `at`) as segments and words."""
         nonlocal language
-        window_s = config.max_segment_s
-        while timeline.held_s >= window_s or (final and timeline.held_s >= _MIN_WINDOW_S):
-            samples = timeline.window(window_s)
-            quiet = leading_silence(samples, rate)
-            if quiet:  # nothing to hear there: whisper would only make words up
-                timeline.consume(quiet / rate)
-                continue
-            at = timeline.position
-            if timer is not None:
-                pieces, used_s, heard = timer.recognise_window(samples, language, words=True)
-            else:
-                pieces, used_s, heard = transcriber.recognise_window(samples, language)
-            spoken = language or heard
-            write = chinese if chinese is not None and converts(spoken) else None
-            seek = round(timeline.to_time(at) * 100)
-            kept = [
-                (piece, text)
-                for piece in pieces
-                if (text := _clean(write(piece.text) if write else piece.text))
-            ]
-            said = tuple(
-                segment
-                for piece, text in kept
-                for segment in timed_segments(
-                    timeline,
-                    replace(piece, text=text, seek=seek, words=()),
-                    at + int(piece.start * rate),
-                    at + int(piece.end * rate),
-                )
+        spoken = language or heard
+        write = chinese if chinese is not None and converts(spoken) else None
+        seek = round(timeline.to_time(at) * 100)
+        kept = [
+            (piece, text)
+            for piece in pieces
+            if (text := _clean(write(piece.text) if write else piece.text))
+        ]
+        said = tuple(
+            segment
+            for piece, text in kept
+            for segment in timed_segments(
+                timeline,
+                replace(piece, text=text, seek=seek, words=()),
+                at + int(piece.start * rate),
+                at + int(piece.end * rate),
             )
-            if said:
-                language = spoken
-                segments.extend(said)
-                words.extend(
-                    Word(
-                        write(word.word) if write else word.word,
-                        round(timeline.to_time(at + int(word.start * rate)), 3),
-                        round(timeline.to_time(at + int(word.end * rate), end=True), 3),
-                    )
-                    for piece, _ in kept
-                    for word in piece.words
+        )
+        if said:
+            language = spoken
+            segments.extend(said)
+            words.extend(
+                Word(
+                    write(word.word) if write else word.word,
+                    round(timeline.to_time(at + int(word.start * rate)), 3),
+                    round(timeline.to_time(at + int(word.end * rate), end=True), 3),
                 )
-            timeline.consume(used_s)
-            if checkpoint is not None:
-                done_s = timeline.to_time(timeline.position, end=True)
-                elapsed = time.perf_counter() - started
-                checkpoint(Progress(done_s, len(segments), elapsed, said))
+                for piece, _ in kept
+                for word in piece.words
+            )
+        return said
 
-    for chunk in chunks:
-        timeline.add(chunk.start_s, chunk.samples, silence_s)
-        read(final=False)
-    read(final=True)
+    def report(said: tuple[Segment, ...], upto: int) -> None:
+        if checkpoint is not None:
+            done_s = timeline.to_time(upto, end=True)
+            checkpoint(Progress(done_s, len(segments), time.perf_counter() - started, said))
+
+    def decode(samples: Samples) -> tuple[tuple[Segment, ...], float, str]:
+        if timer is not None:
+            return timer.recognise_window(samples, language, words=True)
+        return transcriber.recognise_window(samples, language)
+
+    def read_one() -> None:
+        samples = timeline.window(config.max_segment_s)
+        quiet = leading_silence(samples, rate)
+        if quiet:  # nothing to hear there: whisper would only make words up
+            timeline.consume(quiet / rate)
+            return
+        at = timeline.position
+        pieces, used_s, heard = decode(samples)
+        said = place(pieces, heard, at)
+        timeline.consume(used_s)
+        report(said, timeline.position)
+
+    def read_batch() -> None:
+        lengths = timeline.cuts(config.max_segment_s, batch)
+        front = timeline.front(sum(lengths))
+        starts = [timeline.position + sum(lengths[:i]) for i in range(len(lengths))]
+        windows = np.split(front, np.cumsum(lengths)[:-1])
+        assert pool is not None
+        for at, window, (pieces, _, heard) in zip(
+            starts, windows, side_by_side(pool, decode, windows, rate), strict=True
+        ):
+            report(place(pieces, heard, at), at + len(window))
+        timeline.consume(len(front) / rate)
+
+    def read(final: bool) -> None:
+        while True:
+            # A multilingual model detects the language on its first window with speech,
+            # alone: every window after it is read in that language.
+            batched = pool is not None and bool(language or not multilingual)
+            window_s = config.max_segment_s * (batch if batched else 1)
+            if timeline.held_s < window_s and not (final and timeline.held_s >= _MIN_WINDOW_S):
+                return
+            if batched:
+                read_batch()
+            else:
+                read_one()
+
+    try:
+        for chunk in chunks:
+            timeline.add(chunk.start_s, chunk.samples, silence_s)
+            read(final=False)
+        read(final=True)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     return Transcript(
         text=" ".join(s.text for s in segments),
         segments=tuple(segments),

@@ -68,7 +68,10 @@ class SpeechTimeline:
 
     def window(self, max_s: float) -> Samples:
         """Up to `max_s` from the front (not consumed)."""
-        want = int(max_s * self.rate)
+        return self.front(int(max_s * self.rate))
+
+    def front(self, want: int) -> Samples:
+        """Up to `want` samples from the front (not consumed)."""
         out: list[Samples] = []
         for block in self._blocks:
             if want <= 0:
@@ -76,6 +79,23 @@ class SpeechTimeline:
             out.append(block[:want])
             want -= len(out[-1])
         return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+    def cuts(self, max_s: float, count: int) -> list[int]:
+        """Lengths (samples) of up to `count` windows laid from the front, each ending where
+        the last region it can hold ends (with the silence after it: the next window starts
+        where a region does, which is where its times map back to), or after `max_s` when it
+        can hold none: windows decoded side by side cannot continue where the one before
+        stopped, so they are cut where nobody speaks."""
+        most = int(max_s * self.rate)
+        ends = sorted({s.at for s in self._spans} | {self._end})
+        lengths: list[int] = []
+        at = self._start
+        while len(lengths) < count and at < self._end:
+            fitting = [e for e in ends if at < e <= at + most]
+            stop = fitting[-1] if fitting else min(at + most, self._end)
+            lengths.append(stop - at)
+            at = stop
+        return lengths
 
     def consume(self, seconds: float) -> None:
         """Drop `seconds` from the front (at least one sample, so reading always advances)."""

@@ -126,3 +126,18 @@ def test_a_phrase_that_overlaps_a_pause_by_timestamp_slop_is_not_cut() -> None:
     assert (only.start, only.end, only.text) == (20.0, 21.7, "A cold wind blew.")
     (early,) = timed_segments(timeline, Segment(0, 0, "The ferry left."), 20, 260)  # 0.3 s after it
     assert (early.start, early.end, early.text) == (10.2, 12.0, "The ferry left.")
+
+
+def test_windows_read_side_by_side_are_cut_where_a_region_ends() -> None:
+    timeline = SpeechTimeline(RATE, gap_s=0.5)
+    timeline.add(0.0, region(10.0, 1.0))  # laid out at 0-10 s
+    timeline.add(20.0, region(12.0, 2.0))  # at 10.5-22.5 s
+    timeline.add(40.0, region(8.0, 3.0))  # at 23-31 s
+    timeline.add(50.0, region(40.0, 4.0))  # at 31.5-71.5 s: longer than any window
+    # Each window ends where the next region starts (its gap read with it) as late as 28 s
+    # allow; a region longer than a window is cut at 28 s.
+    assert timeline.cuts(28.0, 10) == [2300, 850, 2800, 1200]
+    assert timeline.cuts(28.0, 2) == [2300, 850]
+    laid = timeline.front(3100)
+    assert len(laid) == 3100 and laid[2249] == 2.0 and laid[2250] == 0.0  # the gap follows
+    assert timeline.position == 0  # nothing consumed

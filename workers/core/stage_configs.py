@@ -73,6 +73,7 @@ def stt_config(settings: Settings, options: Mapping[str, str] | None = None) -> 
         max_seconds=settings.stt.max_seconds,
         max_bytes=settings.max_blob_bytes,
         engine=settings.stt.engine,
+        batch_windows=settings.stt.batch_windows,
     )
     given = stt_options(options)
     return replace(
