@@ -18,7 +18,9 @@ Starts, on a fresh home, a real embedded redis-server, `mcp-media serve` and the
   socket error that lost the answer.
 
 Then a broker outage (`tests/faults/outage.py`): the time `serve` takes to a shaped answer
-with its broker stopped and hung, and until it serves again once the broker is back.
+with its broker stopped and hung, and until it serves again once the broker is back. Then
+hostile documents through the digest (`tests/faults/hostile_documents.py`, `--documents`
+rounds of each kind): outcomes, the good document after each, RSS before/after, child peak.
 
 For each kind: the count of each status code, requests/s, and the RSS of each door before
 and after (VmRSS) with its peak so far (VmHWM). At the end: the size of serve's `/metrics`
@@ -47,7 +49,7 @@ from pathlib import Path
 
 import httpx2
 
-from tests.faults import outage
+from tests.faults import hostile_documents, outage
 from tests.integration.test_mcp_http import ACCEPT, INITIALIZE
 from tests.support.cluster import ROOT
 from tests.support.net import free_port, wait_for_port
@@ -318,6 +320,12 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
     return report
 
 
+def documents(rounds: int, report: dict[str, object]) -> None:
+    report["documents"] = found = hostile_documents.measure(rounds)
+    for said in hostile_documents.lines(found):
+        print(said, flush=True)
+
+
 def line(name: str, figures: dict[str, object]) -> str:
     before, after = figures["memory_before"], figures["memory_after"]
     assert isinstance(before, dict) and isinstance(after, dict)
@@ -337,10 +345,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=10_000, help="requests of each kind")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
     parser.add_argument("--out", type=Path, default=REPORT, help="where the JSON goes")
+    parser.add_argument("--documents", type=int, default=20, help="rounds of each document")
     args = parser.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="mcp-media-hostile-"))
     try:
         report = measure(args.count, args.concurrency, home)
+        documents(args.documents, report)
     except (SystemExit, AssertionError) as exc:
         print(f"hostile: {exc}", file=sys.stderr)
         return 2
