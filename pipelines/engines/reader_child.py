@@ -63,6 +63,8 @@ def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
+    from pipelines.engines import pdf_ocr
+
     try:
         doc = pdfium.PdfDocument(str(request["path"]))
     except pdfium.PdfiumError as exc:
@@ -70,9 +72,11 @@ def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
         return {"error": ENCRYPTED if locked else UNREADABLE, "message": str(exc)[:300]}
     try:
         max_pages, max_chars = int(request["max_pages"]), int(request["max_chars"])
+        ocr_left = int(request.get("ocr_pages", 0))
         title = clean(doc.get_metadata_value("Title") or "")[:300]
         pages = len(doc)
         texts: list[str] = []
+        ocr: list[int] = []  # page numbers whose text OCR read
         total = 0
         truncated = pages > max_pages
         for index in range(min(pages, max_pages)):
@@ -83,6 +87,11 @@ def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
             textpage = page.get_textpage()
             text = clean(textpage.get_text_bounded())
             textpage.close()
+            if not text and ocr_left > 0 and pdf_ocr.has_image(page):
+                ocr_left -= 1
+                text = clean(pdf_ocr.read_scanned(page))
+                if text:
+                    ocr.append(index + 1)
             page.close()
             if total + len(text) > max_chars:
                 text, truncated = text[: max_chars - total], True
@@ -90,7 +99,7 @@ def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
             total += len(text)
     finally:
         doc.close()
-    return {"title": title, "pages": pages, "texts": texts, "truncated": truncated}
+    return {"title": title, "pages": pages, "texts": texts, "truncated": truncated, "ocr": ocr}
 
 
 def read_office(request: dict[str, Any]) -> dict[str, Any]:

@@ -164,3 +164,26 @@ def test_the_pdf_reader_child_writes_nothing_outside_the_home(tmp_path: Path) ->
     assert "[Document digest — untrusted content" in text and sentence in text
     assert record == {"sockets": [], "writes": []}
     assert left == {"xdg-cache": [], "tmp": [], "user": []}
+
+
+def test_ocr_in_the_reader_child_writes_nothing_outside_the_home(tmp_path: Path) -> None:
+    # The child loads onnxruntime itself, in a fresh interpreter: its device id and session
+    # files would land under XDG_CACHE_HOME, TMPDIR or HOME if it inherited no confinement.
+    from tests.support.factories import b64
+    from tests.support.pdf_writer import scanned_pdf
+
+    sentence = "The confined scan names seven copper kettles."
+    pdf = scanned_pdf([], [[sentence]])
+    resource = {"uri": "file:///scan.pdf", "mimeType": "application/pdf", "blob": b64(pdf)}
+    given = tmp_path / "result.json"
+    given.write_text(json.dumps({"content": [{"type": "resource", "resource": resource}]}))
+    proc, record, left = run_confined(
+        tmp_path, ["ingest", str(given), "--inline", "--wait", "120", "--json"]
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = json.loads(proc.stdout)["text"]
+    assert sentence in text and "text of page 1 read by OCR" in text
+    assert record == {"sockets": [], "writes": []}
+    assert left == {"xdg-cache": [], "tmp": [], "user": []}
+    home = tmp_path / "home"
+    assert [p for p in home.rglob("*") if p.name in ORT_FILES] == []  # telemetry is off
