@@ -1,4 +1,5 @@
-"""Document digests: pages per second through the stage against pypdfium2 called directly.
+"""Document digests: pages per second through the stage against pypdfium2 called directly,
+and against markitdown when the bench extra holds it (`bench.digest_markitdown`).
 
 Both read the same generated PDFs in one run, alternating, the median of `ROUNDS`: the direct
 side opens each document in this process and takes every page's text; the stage side runs
@@ -15,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import digest_markitdown
 from bench.results import record
 from pipelines.digest import DigestConfig, digest_document
 from pipelines.engines.reader import DocumentReader
@@ -25,6 +27,7 @@ DOCUMENTS = 8
 _SIDES = ("direct", "stage", "direct_cpu", "stage_cpu")
 PAGES = 30  # per document: 240 pages a round
 ROUNDS = 21
+PEER_ROUNDS = 5  # markitdown's: it reads a PDF page some 20 times slower
 
 
 def _direct(paths: list[Path]) -> int:
@@ -110,6 +113,8 @@ def run() -> None:
         finally:
             extractor.close()
         _office(Path(folder))
+        if digest_markitdown.available():
+            _markitdown(paths, _total(best["stage"]), peak)
     pages = PAGES * DOCUMENTS
     ours, theirs = pages / _total(best["stage"]), pages / _total(best["direct"])
     record(
@@ -209,3 +214,34 @@ def _office(folder: Path) -> None:
             )
     finally:
         extractor.close()
+
+
+def _markitdown(pdfs: list[Path], seconds: float, peak: int) -> None:
+    """markitdown on the same PDFs: ours is the value, markitdown the baseline; reported."""
+    peer = digest_markitdown.convert(pdfs, PEER_ROUNDS)
+    pages = PAGES * len(pdfs)
+    ours, theirs = pages / seconds, pages / peer.seconds
+    record(
+        "digest_pdf_pages_per_s_vs_markitdown",
+        {
+            "value": round(ours, 1),
+            "unit": "pages/s",
+            "baseline": round(theirs, 1),
+            "baseline_of": "markitdown PDF to Markdown (pdfminer.six) in a process of its own",
+            "ratio": round(ours / theirs, 3),
+            "target": "report",
+            "better": "higher",
+        },
+    )
+    record(
+        "digest_pdf_peak_memory_vs_markitdown",
+        {
+            "value": round(peak / 1024, 1),
+            "unit": "MiB",
+            "baseline": round(peer.peak_kib / 1024, 1),
+            "baseline_of": "markitdown's process peak (VmHWM); ours: the reader child's",
+            "ratio": round(peak / peer.peak_kib, 3),
+            "target": "report",
+            "better": "lower",
+        },
+    )
