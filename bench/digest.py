@@ -1,4 +1,5 @@
-"""Document digests: pages per second through the stage against pypdfium2 called directly.
+"""Document digests: pages per second through the stage against pypdfium2 called directly,
+and against markitdown when the bench extra holds it (`bench.digest_markitdown`).
 
 Both read the same generated PDFs in one run, alternating, the median of `ROUNDS`: the direct
 side opens each document in this process and takes every page's text; the stage side runs
@@ -14,7 +15,9 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
+from bench import digest_markitdown
 from bench.results import record
 from pipelines.digest import DigestConfig, digest_document
 from pipelines.engines.reader import DocumentReader
@@ -25,6 +28,7 @@ DOCUMENTS = 8
 _SIDES = ("direct", "stage", "direct_cpu", "stage_cpu")
 PAGES = 30  # per document: 240 pages a round
 ROUNDS = 21
+PEER_ROUNDS = 5  # markitdown's: it reads a PDF page some 20 times slower
 
 
 def _direct(paths: list[Path]) -> int:
@@ -110,6 +114,8 @@ def run() -> None:
         finally:
             extractor.close()
         _office(Path(folder))
+        if digest_markitdown.available():
+            _markitdown(paths, _total(best["stage"]), peak)
     pages = PAGES * DOCUMENTS
     ours, theirs = pages / _total(best["stage"]), pages / _total(best["direct"])
     record(
@@ -209,3 +215,27 @@ def _office(folder: Path) -> None:
             )
     finally:
         extractor.close()
+
+
+def _markitdown(pdfs: list[Path], seconds: float, peak: int) -> None:
+    """markitdown on the same PDFs: ours is the value, markitdown the baseline; reported."""
+    peer = digest_markitdown.convert(pdfs, PEER_ROUNDS)
+    pages = PAGES * len(pdfs)
+    sides: tuple[tuple[str, float, float, str, Literal["higher", "lower"]], ...] = (
+        ("pages_per_s", pages / seconds, pages / peer.seconds, "pages/s", "higher"),
+        ("peak_memory", peak / 1024, peer.peak_kib / 1024, "MiB", "lower"),
+    )
+    for name, ours, theirs, unit, better in sides:
+        record(
+            f"digest_pdf_{name}_vs_markitdown",
+            {
+                "value": round(ours, 1),
+                "unit": unit,
+                "baseline": round(theirs, 1),
+                "baseline_of": "markitdown 0.1.9 (pdfminer.six) in a process of its own; "
+                "memory: its VmHWM beside our reader child's",
+                "ratio": round(ours / theirs, 3),
+                "target": "report",
+                "better": better,
+            },
+        )

@@ -29,6 +29,7 @@ class DigestConfig:
     excerpt_chars: int = 2_000
     timeout_s: float = 60.0
     address_space: int = 1024 * 1024 * 1024  # bytes the extraction child may add
+    ocr_pages: int = 2  # pages without a text layer read by OCR, per document
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class Extracted:
     peak_kib: int = 0  # the extraction child's peak resident memory
     labels: tuple[str, ...] = ()  # a heading per text ("Slide 2", "Sheet: Q3"); else "Page N"
     reader: str = ""  # what read this kind ("pdfium", "ooxml", ...); else the extractor
+    ocr_pages: tuple[int, ...] = ()  # numbers (from 1) of the pages whose text OCR read
 
 
 class DocumentError(PermanentError):
@@ -75,7 +77,10 @@ def to_markdown(extracted: Extracted) -> str:
     parts = [f"# {extracted.title}\n"] if extracted.title else []
     for number, text in enumerate(extracted.texts, start=1):
         label = extracted.labels[number - 1] if number <= len(extracted.labels) else ""
-        parts.append(f"## {label or f'Page {number}'}\n\n{text}\n")
+        label = label or f"Page {number}"
+        if number in extracted.ocr_pages:
+            label += " (OCR: text read from the page's image)"
+        parts.append(f"## {label}\n\n{text}\n")
     if extracted.truncated:
         parts.append(
             f"(text ends here: {len(extracted.texts)} of {extracted.pages} pages read, "
@@ -113,7 +118,8 @@ def digest_document(path: Path, config: DigestConfig, extractor: Extractor) -> S
         if not whole:
             raise DocumentError(
                 Outcome.EMPTY_DOCUMENT,
-                f"no text on the {len(extracted.texts)} pages read (scanned pages are not read)",
+                f"no text on the {len(extracted.texts)} pages read "
+                f"(OCR reads at most {config.ocr_pages} scanned pages)",
             )
         saved = _write_beside(path, markdown)
     except (DocumentError, ExtractorFailed) as exc:
@@ -132,5 +138,6 @@ def digest_document(path: Path, config: DigestConfig, extractor: Extractor) -> S
         "markdown": str(saved),
         "extractor": extracted.reader or extractor.name,
         "peak_kib": extracted.peak_kib,
+        "ocr_pages": list(extracted.ocr_pages),
     }
     return StageOutcome(Status.DONE, output)

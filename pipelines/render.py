@@ -430,6 +430,10 @@ def digest_note(output: Mapping[str, Any]) -> str | None:
         return None
     pages, read = output.get("pages"), output.get("pages_read")
     counted = f"{pages}" if pages == read else f"{pages} ({read} read)"
+    scanned = output.get("ocr_pages")
+    if isinstance(scanned, list) and scanned:
+        which = ", ".join(str(n) for n in scanned)
+        counted += f"; text of page{'s' if len(scanned) > 1 else ''} {which} read by OCR"
     head = [f"Title: {one_line(str(output['title']))}"] if output.get("title") else []
     body = "\n".join([*head, f"Pages: {counted}", "", excerpt])
     chars = output.get("chars")

@@ -106,6 +106,7 @@ class DocumentReader:
             "path": str(path),
             "max_pages": config.max_pages,
             "max_chars": config.max_chars,
+            "ocr_pages": config.ocr_pages,
             "cpu_s": config.timeout_s,
         }
         limit = 8 * config.max_chars + 1024 * 1024  # UTF-8 text, JSON escapes, the frame
@@ -177,4 +178,5 @@ def _extracted(reply: dict[str, Any]) -> Extracted:
         texts=tuple(str(t) for t in texts),
         truncated=bool(reply.get("truncated")),
         peak_kib=int(reply.get("peak_kib") or 0),
+        ocr_pages=tuple(int(n) for n in reply.get("ocr") or ()),
     )

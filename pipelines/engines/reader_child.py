@@ -5,7 +5,8 @@ It reads PDF through PDFium and DOCX/PPTX/XLSX/HTML/text through `office` and `p
 One child serves one worker slot for many documents (an interpreter costs far more than a
 page of text). Requests and answers are length-prefixed JSON frames on stdin/stdout
 (`pipelines.engines.frames`), never pickles. After its imports the child says it is ready,
-then caps itself for good: its address space (its size then, plus BUDGET bytes), core dumps,
+then caps itself for good: its address space (its size then, plus BUDGET bytes, plus room
+the OCR engine takes when a scanned page loads it: `pdf_ocr`), core dumps,
 and the size of any file it could write (zero: it writes nothing, anywhere). Each request
 also gets a CPU-seconds budget on top of what the child has used so far. The parent ends
 the child after any failure, its wall-clock timeout, or a number of documents, and reads a
@@ -63,6 +64,8 @@ def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
+    from pipelines.engines import pdf_ocr
+
     try:
         doc = pdfium.PdfDocument(str(request["path"]))
     except pdfium.PdfiumError as exc:
@@ -70,9 +73,11 @@ def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
         return {"error": ENCRYPTED if locked else UNREADABLE, "message": str(exc)[:300]}
     try:
         max_pages, max_chars = int(request["max_pages"]), int(request["max_chars"])
+        ocr_left = int(request.get("ocr_pages", 0))
         title = clean(doc.get_metadata_value("Title") or "")[:300]
         pages = len(doc)
         texts: list[str] = []
+        ocr: list[int] = []  # page numbers whose text OCR read
         total = 0
         truncated = pages > max_pages
         for index in range(min(pages, max_pages)):
@@ -83,6 +88,11 @@ def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
             textpage = page.get_textpage()
             text = clean(textpage.get_text_bounded())
             textpage.close()
+            if not text and ocr_left > 0 and pdf_ocr.has_image(page):
+                ocr_left -= 1
+                text = clean(pdf_ocr.read_scanned(page))
+                if text:
+                    ocr.append(index + 1)
             page.close()
             if total + len(text) > max_chars:
                 text, truncated = text[: max_chars - total], True
@@ -90,7 +100,7 @@ def read_pdf(request: dict[str, Any]) -> dict[str, Any]:
             total += len(text)
     finally:
         doc.close()
-    return {"title": title, "pages": pages, "texts": texts, "truncated": truncated}
+    return {"title": title, "pages": pages, "texts": texts, "truncated": truncated, "ocr": ocr}
 
 
 def read_office(request: dict[str, Any]) -> dict[str, Any]:
@@ -148,13 +158,17 @@ def main(argv: list[str]) -> int:
     # Imported before the caps: their size is the baseline the budget is added to.
     import pypdfium2  # noqa: F401
 
-    from pipelines.engines import office, plain_text  # noqa: F401
+    from pipelines.engines import office, pdf_ocr, plain_text  # noqa: F401
 
     out = sys.stdout.buffer
     frames.write(out, {"ready": True})
     _cap(resource.RLIMIT_FSIZE, 0, fixed=True)
     _cap(resource.RLIMIT_CORE, 0, fixed=True)
-    _cap(resource.RLIMIT_AS, _address_space() + budget, fixed=True)
+    # The hard limit leaves room for the OCR engine, which raises the soft one to it only
+    # when it loads (`pdf_ocr`): until a scanned page comes, BUDGET is the bound.
+    start = _address_space()
+    _cap(resource.RLIMIT_AS, start + budget + pdf_ocr.ADDRESS_SPACE, fixed=True)
+    _cap(resource.RLIMIT_AS, start + budget, fixed=False)
     while (request := frames.read_blocking(sys.stdin.buffer, REQUEST_LIMIT)) is not None:
         frames.write(out, answer(request))
     return 0

@@ -31,6 +31,8 @@ from typing import Any, Required, TypedDict
 
 from PIL import Image, PngImagePlugin
 
+from tests.corpus import documents
+
 CORPUS_DIR = Path(__file__).resolve().parent
 EXPECTED_FILE = CORPUS_DIR / "expected.json"
 MAX_BLOB_BYTES = 1024 * 1024
@@ -92,6 +94,10 @@ class Expect(TypedDict, total=False):
     sentences: int  # speech_text: sentences to speak; absent with `error`
     spoken_has: list[str]  # speech_text: in the normalised text
     speech_cli: list[SpeechCliExpect]  # speech_text: `mcp-media speak` exits so, one line
+    document: str  # document_digest: the file name the document is saved under
+    outcome: str  # document_digest: the digest's outcome code, or "done"
+    reason_has: list[str]  # document_digest: in the digest's reason
+    pages_read: int  # document_digest: pages read when done
 
 
 @dataclass(frozen=True, slots=True)
@@ -1454,6 +1460,26 @@ _speech(
     error="UnicodeDecodeError",
     speech_cli=[{"exit": 2, "argv": True}],
 )
+
+
+# Hostile documents: the payload is the document's bytes, read by the digest stage's reader
+# child (`tests/corpus/documents.py`).
+
+for _d in documents.CASES:
+    _doc_expect: Expect = {
+        "why": _d.why,
+        "stage": "document_digest",
+        "generated": True,
+        "document": _d.file,
+        "outcome": _d.outcome,
+        "max_seconds": documents.DOCUMENT_SECONDS,
+        "max_rss_mib": documents.DOCUMENT_RSS_MIB,
+    }
+    if _d.says:
+        _doc_expect["text_has" if _d.outcome == "done" else "reason_has"] = [_d.says]
+    if _d.pages_read >= 0:
+        _doc_expect["pages_read"] = _d.pages_read
+    case(_d.name, _doc_expect)(_d.build)
 
 
 def all_cases() -> list[Case]:

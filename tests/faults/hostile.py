@@ -18,7 +18,9 @@ Starts, on a fresh home, a real embedded redis-server, `mcp-media serve` and the
   socket error that lost the answer.
 
 Then a broker outage (`tests/faults/outage.py`): the time `serve` takes to a shaped answer
-with its broker stopped and hung, and until it serves again once the broker is back.
+with its broker stopped and hung, and until it serves again once the broker is back. Then
+hostile documents through the digest (`tests/faults/hostile_documents.py`, `--documents`
+rounds of each kind): outcomes, the good document after each, RSS before/after, child peak.
 
 Then the Wyoming door (`tests/faults/wyoming_hostile.py`), `--count` connections of each
 hostile kind on raw sockets (oversized `payload_length`, bad JSON, an overlong line, an
@@ -52,7 +54,7 @@ from pathlib import Path
 
 import httpx2
 
-from tests.faults import outage, wyoming_hostile
+from tests.faults import hostile_documents, outage, wyoming_hostile
 from tests.integration.test_mcp_http import ACCEPT, INITIALIZE
 from tests.support.cluster import ROOT
 from tests.support.net import free_port, wait_for_port
@@ -326,6 +328,12 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
     return report
 
 
+def documents(rounds: int, report: dict[str, object]) -> None:
+    report["documents"] = found = hostile_documents.measure(rounds)
+    for said in hostile_documents.lines(found):
+        print(said, flush=True)
+
+
 def line(name: str, figures: dict[str, object]) -> str:
     before, after = figures["memory_before"], figures["memory_after"]
     assert isinstance(before, dict) and isinstance(after, dict)
@@ -345,10 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=10_000, help="requests of each kind")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
     parser.add_argument("--out", type=Path, default=REPORT, help="where the JSON goes")
+    parser.add_argument("--documents", type=int, default=20, help="rounds of each document")
     args = parser.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="mcp-media-hostile-"))
     try:
         report = measure(args.count, args.concurrency, home)
+        documents(args.documents, report)
     except (SystemExit, AssertionError) as exc:
         print(f"hostile: {exc}", file=sys.stderr)
         return 2

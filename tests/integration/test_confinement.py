@@ -147,20 +147,40 @@ def test_speech_engines_write_nothing_outside_the_home_and_open_no_socket(
     assert left == {"xdg-cache": [], "tmp": [], "user": []}
 
 
-def test_the_pdf_reader_child_writes_nothing_outside_the_home(tmp_path: Path) -> None:
+def ingest_confined(tmp_path: Path, pdf: bytes) -> str:
+    """`ingest --inline` of a tool result holding `pdf`: the agent's text, after checking
+    that nothing was written outside the home and no socket was opened."""
     from tests.support.factories import b64
-    from tests.support.pdf_writer import build_pdf, text_pages
 
-    sentence = "The confined reader finds this line on its first page."
-    pdf = build_pdf(text_pages(3, sentence, at=0), title="Confined")
     resource = {"uri": "file:///c.pdf", "mimeType": "application/pdf", "blob": b64(pdf)}
     given = tmp_path / "result.json"
     given.write_text(json.dumps({"content": [{"type": "resource", "resource": resource}]}))
     proc, record, left = run_confined(
-        tmp_path, ["ingest", str(given), "--inline", "--wait", "60", "--json"]
+        tmp_path, ["ingest", str(given), "--inline", "--wait", "120", "--json"]
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    text = json.loads(proc.stdout)["text"]
-    assert "[Document digest — untrusted content" in text and sentence in text
     assert record == {"sockets": [], "writes": []}
     assert left == {"xdg-cache": [], "tmp": [], "user": []}
+    text = json.loads(proc.stdout)["text"]
+    assert isinstance(text, str)
+    return text
+
+
+def test_the_pdf_reader_child_writes_nothing_outside_the_home(tmp_path: Path) -> None:
+    from tests.support.pdf_writer import build_pdf, text_pages
+
+    sentence = "The confined reader finds this line on its first page."
+    text = ingest_confined(tmp_path, build_pdf(text_pages(3, sentence, at=0), title="Confined"))
+    assert "[Document digest — untrusted content" in text and sentence in text
+
+
+def test_ocr_in_the_reader_child_writes_nothing_outside_the_home(tmp_path: Path) -> None:
+    # The child loads onnxruntime itself, in a fresh interpreter: its device id and session
+    # files would land under XDG_CACHE_HOME, TMPDIR or HOME if it inherited no confinement.
+    from tests.support.pdf_writer import scanned_pdf
+
+    sentence = "The confined scan names seven copper kettles."
+    text = ingest_confined(tmp_path, scanned_pdf([], [[sentence]]))
+    assert sentence in text and "text of page 1 read by OCR" in text
+    home = tmp_path / "home"
+    assert [p for p in home.rglob("*") if p.name in ORT_FILES] == []  # telemetry is off

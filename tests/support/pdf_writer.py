@@ -58,6 +58,10 @@ def build_pdf(
             b"/O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> >>"
         )
         trailer_extra = f" /Encrypt {len(objects)} 0 R /ID [<{'ab' * 16}> <{'ab' * 16}>]"
+    return _assemble(objects, f" /Info 4 0 R{trailer_extra}")
+
+
+def _assemble(objects: Sequence[bytes], trailer_extra: str) -> bytes:
     out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -67,7 +71,7 @@ def build_pdf(
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     for offset in offsets:
         out += b"%010d 00000 n \n" % offset
-    trailer = f"<< /Size {len(objects) + 1} /Root 1 0 R /Info 4 0 R{trailer_extra} >>"
+    trailer = f"<< /Size {len(objects) + 1} /Root 1 0 R{trailer_extra} >>"
     out += b"trailer\n" + trailer.encode() + b"\nstartxref\n%d\n%%%%EOF\n" % xref
     return bytes(out)
 
@@ -86,3 +90,45 @@ def text_pages(
             lines[3] = sentence
         pages.append(lines)
     return pages
+
+
+def scanned_pdf(text: Sequence[Sequence[str]], scanned: Sequence[Sequence[str]]) -> bytes:
+    """Text pages, then image-only pages: each a grey picture of its lines drawn by Pillow
+    (no text layer, as a scanner makes them)."""
+    import zlib
+
+    from PIL import Image, ImageDraw
+
+    contents: list[tuple[bytes, int | None]] = [(_content(lines), None) for lines in text]
+    images: list[bytes] = []
+    for lines in scanned:
+        picture = Image.new("L", (1224, 1584), 255)
+        draw = ImageDraw.Draw(picture)
+        for row, line in enumerate(lines):
+            draw.text((100, 120 + 60 * row), line, fill=0, font_size=36)
+        images.append(
+            b"<< /Type /XObject /Subtype /Image /Width 1224 /Height 1584 /ColorSpace "
+            b"/DeviceGray /BitsPerComponent 8 /Filter /FlateDecode /Length %d >>\nstream\n"
+            % len(packed := zlib.compress(picture.tobytes()))
+            + packed
+            + b"\nendstream"
+        )
+        contents.append((b"q 612 0 0 792 0 0 cm /Im1 Do Q", len(images) - 1))
+    first = 4 + len(images)  # catalog, pages, font, then the images, then content/page pairs
+    kids = " ".join(f"{first + 2 * i + 1} 0 R" for i in range(len(contents)))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {len(contents)} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        *images,
+    ]
+    for number, (data, image) in enumerate(contents):
+        objects.append(b"<< /Length %d >>\nstream\n" % len(data) + data + b"\nendstream")
+        shown = f"/XObject << /Im1 {4 + image} 0 R >>" if image is not None else ""
+        objects.append(
+            (
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << "
+                f"/Font << /F1 3 0 R >> {shown} >> /Contents {first + 2 * number} 0 R >>"
+            ).encode()
+        )
+    return _assemble(objects, "")

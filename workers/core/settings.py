@@ -123,6 +123,7 @@ class DocumentSettings(BaseModel):
     excerpt_chars: int = Field(default=2000, ge=0)  # the text the agent's block shows
     timeout: float = Field(default=60.0, gt=0)
     memory_mib: int = Field(default=1024, ge=64)  # the extraction child's address space
+    ocr_pages: int = Field(default=2, ge=0)  # scanned pages (no text layer) read by OCR
     concurrency: int = Field(default=2, ge=1)  # threads per documents worker
 
 

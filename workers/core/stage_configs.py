@@ -181,7 +181,7 @@ def vision_version(settings: Settings) -> str:
 
 
 # Bumped when the digest stage's output changes for the same settings.
-_DIGEST_REVISION = 2
+_DIGEST_REVISION = 3
 DIGEST_EXTRACTOR = "pdfium+stdlib"
 
 
@@ -193,6 +193,7 @@ def digest_config(settings: Settings) -> DigestConfig:
         excerpt_chars=docs.excerpt_chars,
         timeout_s=docs.timeout,
         address_space=docs.memory_mib * 1024 * 1024,
+        ocr_pages=docs.ocr_pages,
     )
 
 
@@ -207,6 +208,7 @@ def digest_version(settings: Settings) -> str:
         config.max_chars,
         config.excerpt_chars,
         config.address_space,
+        config.ocr_pages,
     )
 
 
