@@ -51,13 +51,18 @@ def vision_provider(config: VisionConfig) -> VisionProvider:
 def load_transcriber(config: SttConfig) -> Transcriber:
     """Validate then load (about 0.3 s and 150 MB for tiny.en int8). Once per process.
 
-    The engine is the config's (`auto`: by the folder's layout, `layout.detect_stt`)."""
+    The engine is the config's (`auto`: by the folder's layout, `layout.detect_stt`);
+    sherpa-onnx on our whisper export makes its sherpa-layout copy the first time."""
     from pipelines.engines.whisper import OrtWhisper
 
     layout = detect_stt(config.model_dir)
     if choose_engine(config.engine, layout) is Engine.SHERPA:
         from pipelines.engines import sherpa_loader
 
+        if layout.native:  # our per-layer whisper: sherpa-onnx reads a copy in its layout
+            from pipelines.engines.sherpa_whisper import layout_copy
+
+            layout = detect_stt(layout_copy(config.model_dir))
         return sherpa_loader.load_transcriber(config, layout)
     files = validate_whisper_dir(config.model_dir, config.language)
     if config.task not in ("transcribe", "translate"):

@@ -227,7 +227,8 @@ def is_multilingual(folder: Path) -> bool:
 
 def choose_engine(requested: str, layout: Layout) -> Engine:
     """The engine for a folder: `auto` by its layout; a forced engine the folder does not
-    fit is refused with why."""
+    fit is refused with why. sherpa-onnx on our whisper export runs a sherpa-layout copy
+    of it (`engines.sherpa_whisper`, made by the registry when first loaded)."""
     try:
         engine = Engine(requested)
     except ValueError:
@@ -238,12 +239,6 @@ def choose_engine(requested: str, layout: Layout) -> Engine:
         raise ConfigError(
             f"this {layout.family} folder is in sherpa-onnx's layout, which the native"
             " engines do not read: set the engine to sherpa-onnx or auto"
-        )
-    if engine is Engine.SHERPA and layout.native and layout.family == "whisper":
-        raise ConfigError(
-            "this whisper folder is mcp-media's per-layer export (mel_filters.npy), which"
-            " sherpa-onnx cannot load: use the native engine, or a sherpa-onnx whisper"
-            " folder (*-encoder.onnx, *-decoder.onnx, *-tokens.txt; see docs/sherpa-onnx.md)"
         )
     return engine
 

@@ -1,11 +1,13 @@
 """sherpa-onnx as the speech engine, on the prepared folders: the piper voice and Kokoro as
 they are (sherpa-onnx reads their files), whisper through a sherpa-layout copy of our export
-(`workers.provisioning.sherpa_whisper`); through worker processes with ENGINE=sherpa-onnx,
-every result naming the engine and the model that made it."""
+(`pipelines.engines.sherpa_whisper`, made beside the folder when first needed); through
+worker processes with ENGINE=sherpa-onnx, every result naming the engine and the model that
+made it."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,13 +17,13 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from pipelines.engines.registry import load_transcriber, load_tts, load_vad
-from pipelines.errors import ConfigError, PermanentError
+from pipelines.engines.sherpa_whisper import copy_folder, export
+from pipelines.errors import PermanentError
 from pipelines.speech.audio import write_wav
 from pipelines.speech.config import SttConfig, TtsConfig
 from pipelines.speech.stt import transcribe
 from tests.support.cluster import ROOT, Cluster
 from tests.support.serve import speech_door
-from workers.provisioning.sherpa_whisper import export
 
 pytestmark = pytest.mark.models
 
@@ -56,8 +58,48 @@ def test_the_sherpa_layout_copy_hears_what_our_whisper_hears(
         heard[engine] = _words(transcribe(clip, recognizer, config, detector).text)
     assert heard["sherpa-onnx"] == heard["native"]
     assert heard["native"][:4] == ["the", "garden", "needs", "water"]
-    with pytest.raises(ConfigError, match="sherpa-onnx cannot load"):
-        load_transcriber(SttConfig(models / WHISPER, engine="sherpa-onnx"))
+
+
+def test_sherpa_onnx_on_a_prepared_whisper_makes_its_copy_once_and_reuses_it(
+    cluster: Cluster, models_home: Path, tmp_path: Path
+) -> None:
+    """No manual step: the first worker makes the sherpa-layout copy beside the folder (in
+    this test's own home: the shared prepared folder is copied, never changed) and says so in
+    its log; the next worker process reuses it untouched."""
+    shared = models_home / "models"
+    models = cluster.home / "models"
+    models.mkdir(parents=True)
+    shutil.copytree(shared / WHISPER, models / WHISPER)
+    for name in ("silero-vad", VOICE):
+        (models / name).symlink_to(shared / name)
+    copy = copy_folder(models / WHISPER)
+    assert copy == models / SHERPA_WHISPER and not copy.exists()
+    voice = load_tts(TtsConfig(shared / VOICE, noise_scale=0.0, noise_scale_w=0.0))
+    said = {
+        "first.wav": "Please call the front desk after lunch.",
+        "second.wav": "The report is ready.",
+    }
+    heard, made = [], []
+    for clip, text in said.items():
+        speech = voice.synthesize(text)
+        assert speech.samples is not None
+        wav = write_wav(tmp_path / clip, speech.samples, speech.sample_rate)
+        worker = cluster.start_worker("stt", concurrency=1, MCP_MEDIA_STT__ENGINE="sherpa-onnx")
+        result = cluster.cli_json("transcribe", str(wav), "--wait", "120")
+        worker.stop()
+        assert result["status"] == "done", (result, worker.text()[-3000:])
+        assert (result["engine"], result["model"]) == ("sherpa-onnx", WHISPER)
+        heard.append(_words(result["text"]))
+        made.append(worker.text().count("made the sherpa-onnx layout copy"))
+        if len(heard) == 1:
+            assert (copy / f"{WHISPER}-encoder.int8.onnx").is_file()
+            stamps = {p.name: p.stat().st_mtime_ns for p in (copy, *copy.iterdir())}
+    assert heard == [_words(text) for text in said.values()]
+    assert made == [1, 0]
+    assert {p.name: p.stat().st_mtime_ns for p in (copy, *copy.iterdir())} == stamps
+    assert sorted(p.name for p in models.iterdir()) == sorted(
+        [WHISPER, SHERPA_WHISPER, "silero-vad", VOICE]
+    )  # no staging folder left behind
 
 
 def test_kokoro_through_sherpa_onnx_speaks_and_refuses_blends(

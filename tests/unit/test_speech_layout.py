@@ -78,14 +78,13 @@ def test_sherpa_recognizer_folders_are_read_by_their_files(
     assert choose_engine("auto", layout) is Engine.SHERPA
 
 
-def test_our_whisper_folder_is_native_and_sherpa_onnx_refuses_it(tmp_path: Path) -> None:
+def test_our_whisper_folder_is_native_and_sherpa_onnx_runs_it_too(tmp_path: Path) -> None:
     ours = folder(
         tmp_path, "whisper-tiny.en", "encoder.int8.onnx", "decoder.int8.onnx", "tokens.txt",
         "mel_filters.npy",
     )  # fmt: skip
     assert stt_engine("auto", ours) is Engine.NATIVE
-    with pytest.raises(ConfigError, match=r"per-layer export .* sherpa-onnx cannot load"):
-        stt_engine("sherpa-onnx", ours)
+    assert stt_engine("sherpa-onnx", ours) is Engine.SHERPA  # through its sherpa-layout copy
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,8 @@ def check_ready(settings: Settings, queues: Sequence[str]) -> None:
         if proc.returncode != 0:
             detail = proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}"
             raise ConfigError(f"speech probe failed for {','.join(speech)}: {detail[-600:]}")
+        if proc.stderr.strip():  # what the probe logged: a model copy it made, say
+            sys.stderr.write(proc.stderr[-4000:])
         sys.stderr.write(
             f"mcp-media: {','.join(speech)} probe passed in {time.monotonic() - started:.1f} s: "
             f"{proc.stdout.strip()}\n"

@@ -1,30 +1,32 @@
-"""A sherpa-onnx copy of a whisper folder `models prepare` built: same weights, sherpa's
-stacked layout, without torch or the onnx package.
+"""The sherpa-onnx copy of a whisper folder `models prepare` built: same weights, sherpa's
+stacked layout, without torch or the onnx package, made beside the folder the first time
+sherpa-onnx is asked to run it (`layout_copy`).
 
 Our export hands each layer its own tensors (``cross_k0..``, ``past_k0..`` -> ``new_k0..``);
 sherpa-onnx's whisper runs an encoder that returns ``n_layer_cross_k/v`` ``[layers, 1, T,
 d]`` and a decoder that takes ``tokens, in_n_layer_self_k/v_cache [layers, 1, n_text_ctx,
 d], n_layer_cross_k/v, offset`` and returns ``logits, out_n_layer_self_k/v_cache``, in
 that order. This module wraps our graphs in small adapters (Gather, Slice, Reshape,
-Transpose, Concat) written straight into the protobuf, so the weights are untouched::
+Transpose, Concat) written straight into the protobuf, so the weights are untouched.
 
-    python -m workers.provisioning.sherpa_whisper ~/.mcp-media/models/whisper-tiny.en OUT
-
-OUT then holds ``<name>-encoder.int8.onnx``, ``<name>-decoder.int8.onnx`` and
+The copy holds ``<name>-encoder.int8.onnx``, ``<name>-decoder.int8.onnx`` and
 ``<name>-tokens.txt``, the names sherpa-onnx's release folders use.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import struct
-import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from pipelines.errors import ConfigError
 from pipelines.onnx_metadata import encode_varint, read_onnx_metadata, varint_at
 
+log = logging.getLogger("mcp_media.speech")
 _LEN, _VARINT = 2, 0
 _FLOAT, _INT64 = 1, 7  # TensorProto.DataType
 _ATTR_INT, _ATTR_INTS = 2, 7  # AttributeProto.AttributeType
@@ -223,7 +225,49 @@ def _decoder(src: Path, dst: Path, layers: int, heads: int, width: int, context:
     _rewrite(src, dst, head, tail, inputs, outputs)
 
 
-if __name__ == "__main__":  # pragma: no cover - a command for users
-    if len(sys.argv) != 3:
-        sys.exit("usage: python -m workers.provisioning.sherpa_whisper WHISPER_FOLDER OUT")
-    print(export(Path(sys.argv[1]), Path(sys.argv[2])))
+def copy_folder(folder: Path) -> Path:
+    """Where the sherpa-onnx copy of `folder` lives: beside it, named as sherpa-onnx's
+    release of the same model is (``sherpa-onnx-whisper-tiny.en``)."""
+    name = folder.name if folder.name.startswith("whisper") else f"whisper-{folder.name}"
+    return folder.parent / f"sherpa-onnx-{name}"
+
+
+def _complete(copy: Path, name: str) -> bool:
+    parts = (f"{name}-encoder.int8.onnx", f"{name}-decoder.int8.onnx", f"{name}-tokens.txt")
+    return all((copy / part).is_file() for part in parts)
+
+
+def layout_copy(folder: Path) -> Path:
+    """The sherpa-onnx copy of `folder`, made when first needed (about a second) and kept
+    beside it, so later jobs and other processes reuse it. Made in a temporary sibling and
+    renamed into place: a worker starting at the same time sees no copy or a whole one."""
+    copy = copy_folder(folder)
+    if _complete(copy, folder.name):
+        return copy
+    started = time.monotonic()
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{copy.name}.", dir=folder.parent))
+    except OSError as exc:
+        raise ConfigError(
+            f"sherpa-onnx cannot load {folder} (mcp-media's per-layer whisper export) and"
+            f" its sherpa-layout copy cannot be made beside it: {exc}"
+        ) from exc
+    try:
+        export(folder, staging)
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the copy from other users
+        try:
+            staging.rename(copy)
+        except OSError as exc:
+            if _complete(copy, folder.name):  # another process's copy won the race
+                return copy
+            raise ConfigError(
+                f"{copy} is in the way of the sherpa-onnx copy of {folder}: remove it"
+            ) from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.warning(
+        "made the sherpa-onnx layout copy of %s at %s in %.1f s (sherpa-onnx cannot read"
+        " the per-layer export; later jobs reuse the copy)",
+        folder, copy, time.monotonic() - started,
+    )  # fmt: skip
+    return copy
