@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.cluster import Cluster
 from tests.support.net import free_port
+from workers.core.capabilities import QUEUES
 
 pytestmark = pytest.mark.integration
 
@@ -38,9 +39,11 @@ def test_a_working_set_up_with_an_upstream_exits_zero(cluster: Cluster, tmp_path
     said = lines(done.stdout)
     assert said["broker"].startswith("WARN "), done.stdout
     assert said["broker"].endswith(
-        "answers; 1 worker(s) announce themselves; no worker takes stt, tts"
+        "answers; 1 worker(s) announce themselves; no worker takes "
+        + ", ".join(q for q in QUEUES if q != "vision")
     )
-    assert "fix: mcp-media worker --queues stt,tts" in done.stdout
+    unserved = ",".join(q for q in QUEUES if q != "vision")
+    assert f"fix: mcp-media worker --queues {unserved}\n" in done.stdout
     assert said["store"] == f"OK {cluster.home}: writable"
     # The fake endpoint answers (its /models is a 404: no list to check the model against).
     assert said["vision"].startswith(f"OK {cluster.fake.base_url} answers; model fake-vision")
