@@ -248,7 +248,11 @@ class Proxy:
             block.model_dump(mode="json", by_alias=True, exclude_none=True)
             for block in result.content
         ]
-        return await resolve_links(content, reads)
+        try:
+            return await resolve_links(content, reads)
+        except Exception:  # a bug here never costs the result: its links stay as they came
+            log.exception("resource links of %s's result not read", upstream.name)
+            return None
 
     async def _upstream_has(self, peer: Peer, routed: tuple[Upstream, str]) -> bool:
         """Whether the upstream has a tool of that name: from its last listing, so an own
