@@ -215,7 +215,7 @@ class MediaCache:
             if path.name.startswith(".") or path.is_symlink() or not path.is_file():
                 continue
             st = path.lstat()
-            if st.st_size > self.limits.max_blob_bytes or _file_sha256(path) != sha256:
+            if st.st_size > self.limits.max_blob_bytes or file_sha256(path) != sha256:
                 continue
             return CachedFile(MediaKind.DOCUMENT, path, sha256, st.st_size, st.st_mtime)
         return None
@@ -402,7 +402,7 @@ class MediaCache:
             raise BlobError(MarkerReason.CACHE_ERROR, "cache error: path escapes the cache")
 
 
-def _file_sha256(path: Path) -> str | None:
+def file_sha256(path: Path) -> str | None:
     hasher = hashlib.sha256()
     try:
         with path.open("rb") as handle:

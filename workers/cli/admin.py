@@ -49,7 +49,8 @@ def cmd_reprocess(args: argparse.Namespace, settings: Settings) -> int:
     kinds = {
         "image": (MediaKind.IMAGE,),
         "audio": (MediaKind.AUDIO,),
-        "all": (MediaKind.IMAGE, MediaKind.AUDIO),
+        "document": (MediaKind.DOCUMENT,),
+        "all": (MediaKind.IMAGE, MediaKind.AUDIO, MediaKind.DOCUMENT),
     }[args.kind]
     if settings.vision.resolved_provider == "none":
         kinds = tuple(k for k in kinds if k is not MediaKind.IMAGE)

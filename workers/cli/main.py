@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_status)
 
     p = sub.add_parser("reprocess", help="enqueue cached media again (new model, prompt, misses)")
-    p.add_argument("--kind", choices=["image", "audio", "all"], default="all")
+    p.add_argument("--kind", choices=["image", "audio", "document", "all"], default="all")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
         "--missing",

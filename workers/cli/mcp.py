@@ -78,6 +78,13 @@ def add_door_flags(p: argparse.ArgumentParser, *, serves_links: bool = True) -> 
             help=f"--images fit: the whole result as JSON ({MAX_RESULT_BYTES}, 1 MiB); "
             "the largest media become links past it",
         )
+        p.add_argument(
+            "--resolve-links",
+            choices=["auto", "on", "off"],
+            help="read an upstream's resource links (resources/read on its session) and "
+            "treat them as embedded resources: cached, summarised, digested; auto: on for "
+            "--images text; default MCP_MEDIA_MCP__RESOLVE_LINKS, else auto",
+        )
     p.add_argument(
         "--sent-media-tag",
         choices=[t.value for t in SentMediaTag],
@@ -121,8 +128,16 @@ def door_options(args: argparse.Namespace, settings: Settings | None = None) -> 
     )
     given = getattr(args, "sent_media_tag", None)
     tag = SentMediaTag(given or (settings.mcp.sent_media_tag if settings else "auto"))
+    resolve = getattr(args, "resolve_links", None) or (
+        settings.mcp.resolve_links if settings else "auto"
+    )
     return DoorOptions(
-        policy=policy, wait=args.wait, inline=args.inline, server=args.server, sent_media_tag=tag
+        policy=policy,
+        wait=args.wait,
+        inline=args.inline,
+        server=args.server,
+        sent_media_tag=tag,
+        resolve_links=resolve == "on" or (resolve == "auto" and policy.images is MediaPolicy.TEXT),
     )
 
 

@@ -89,6 +89,13 @@ class McpSettings(BaseModel):
     # or --audio keep, fit): `always`; `omit`; `auto`: omitted for a client named hermes*,
     # which writes its own line for each such block, so that one image has one line.
     sent_media_tag: Literal["auto", "always", "omit"] = "auto"
+    # A resource_link block naming its own upstream's resource: read on the same session
+    # and handled as the embedded resource it answers (cached, summarised, digested), the
+    # link kept for the client. `auto`: on for --images text, off otherwise. A read that
+    # fails, is over max_blob_bytes or takes over `link_read_timeout` seconds leaves the
+    # link as it came, with a line saying why.
+    resolve_links: Literal["auto", "on", "off"] = "auto"
+    link_read_timeout: float = Field(default=30.0, gt=0)
 
     @field_validator("modern_sessions")
     @classmethod

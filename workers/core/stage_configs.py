@@ -349,6 +349,10 @@ def synthesis_request(
     }
 
 
+# The name a speech request is cached under (a document no digest is for).
+SPEECH_REQUEST = "speech-request.json"
+
+
 def store_request(settings: Settings, params: Mapping[str, Any]) -> StoredBlob:
     """The request goes into the cache as a document: messages carry its path, not its text."""
     request = SynthesisRequest(
@@ -356,5 +360,5 @@ def store_request(settings: Settings, params: Mapping[str, Any]) -> StoredBlob:
     )
     blob = request.to_bytes()
     return settings.media_cache().store_bytes(
-        blob, MediaKind.DOCUMENT, mime="application/json", name="speech-request.json"
+        blob, MediaKind.DOCUMENT, mime="application/json", name=SPEECH_REQUEST
     )

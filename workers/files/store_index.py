@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pipelines.cache import OUTPUTS, MediaCache
+from pipelines.cache import OUTPUTS, MediaCache, file_sha256
 from pipelines.errors import PermanentError
+from pipelines.ingest import digestible
 from pipelines.media import Capability, MediaKind
 from pipelines.results import ResultKey, Sidecars, Status
 from workers.core.blob_ref import BlobRef
+from workers.core.stage_configs import SPEECH_REQUEST
 from workers.files.blobs import Listed
 from workers.files.index_layout import Indexed
 from workers.files.sorted_names import sorted_names
@@ -93,7 +95,8 @@ class LocalIndex:
 
     def inputs(self, kind: MediaKind, after: str = "") -> Iterator[Indexed]:
         if kind is MediaKind.DOCUMENT:
-            raise ValueError("documents are named by their hash prefix, not indexed here")
+            yield from _documents(self.cache.folder(kind), after)
+            return
         names = sorted_names(_named(self.cache.folder(kind), after, files=True))
         # Our own outputs (spoken replies) are marked by an empty file each: left out.
         outputs = iter(sorted_names(_named(self.cache.root / OUTPUTS, after, files=False)))
@@ -107,6 +110,11 @@ class LocalIndex:
 
     def listed(self, kind: MediaKind, item: Indexed) -> Listed | None:
         path = self.cache.folder(kind) / f"{item.sha256}{item.ext}"
+        if kind is MediaKind.DOCUMENT:  # kept under its own name: found by its hash
+            found = self.cache.find_document(item.sha256)
+            if found is None:
+                return None
+            path = found.path
         try:
             st = path.lstat()
             ref = BlobRef(item.sha256, kind, item.ext.lower(), st.st_size)
@@ -126,6 +134,49 @@ class LocalIndex:
             found = files.read(ResultKey(capability, version, sha256))
             if found is not None and found.status is not Status.DONE:
                 yield sha256
+
+
+def _documents(root: Path, after: str) -> Iterator[Indexed]:
+    """The documents a digest reads, in sha256 order after `after`. Each keeps its own name
+    in a folder named by its hash's first 16 digits, so the files of each folder are hashed
+    (a local cache's documents, read once a run); the Markdown a digest saved beside its
+    original is left out, and so are speech requests and what no digest reads (an archive,
+    a binary)."""
+    start = after[:16]
+    for prefix in sorted_names(_folders(root, start)):
+        found: list[Indexed] = []
+        folder = root / prefix
+        for path in sorted(folder.iterdir()):
+            if path.name.startswith(".") or path.is_symlink() or not path.is_file():
+                continue
+            if path.name.endswith(".md") and (folder / path.name[:-3]).is_file():
+                continue  # a digest's Markdown beside its original
+            if path.name == SPEECH_REQUEST:
+                continue  # what a voice was asked to say: no document of a tool's
+            sha256 = file_sha256(path) or ""
+            if sha256.startswith(prefix) and sha256 > after and digestible(path):
+                found.append(Indexed(sha256, path.suffix.lower() if _ext(path) else ""))
+        yield from sorted(found, key=lambda item: item.sha256)
+
+
+def _folders(root: Path, start: str) -> Iterator[str]:
+    """The hash-prefix folders under `root` from `start` on."""
+    try:
+        entries = os.scandir(root)
+    except FileNotFoundError:
+        return
+    with entries:
+        for entry in entries:
+            name = entry.name
+            hashed = len(name) == 16 and set(name) <= _HEX and name >= start
+            if hashed and entry.is_dir(follow_symlinks=False):
+                yield name
+
+
+def _ext(path: Path) -> bool:
+    """Whether the file's suffix is one a blob reference carries."""
+    suffix = path.suffix.lower()
+    return 2 <= len(suffix) <= 9 and suffix[1:].isalnum() and suffix.isascii()
 
 
 def _named(folder: Path, after: str, *, files: bool) -> Iterator[str]:

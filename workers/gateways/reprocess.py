@@ -19,7 +19,6 @@ from pathlib import Path
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, TextIO
 
-from pipelines.ingest import JOB_FOR_KIND
 from pipelines.media import MediaKind
 from pipelines.results import Envelope, ResultKey, Status
 from workers.core import keys
@@ -27,6 +26,7 @@ from workers.core.capabilities import Lane
 from workers.core.gateway import JobHandle, QueueFull
 from workers.core.operations import AlreadyRunning, Selection
 from workers.gateways.reprocess_plan import (
+    REPROCESSED,
     Checkpoint,
     Plan,
     Tally,
@@ -202,7 +202,7 @@ def _prepare(
     client: MediaClient, selection: Selection, kinds: list[Plan], *, again: bool, out: TextIO
 ) -> None:
     """Index what was stored before the store kept an index (once, or `again`)."""
-    versions = [(JOB_FOR_KIND[plan.kind], plan.version) for plan in kinds]
+    versions = [(REPROCESSED[plan.kind], plan.version) for plan in kinds]
     unsettled = selection.mode == "missing" and selection.include_degraded
 
     def say(line: str) -> None:
@@ -266,7 +266,7 @@ def run(
         try:
             try:
                 for item in select(settings, selection, tally, client.version, files, kinds):
-                    capability = JOB_FOR_KIND[item.kind]
+                    capability = REPROCESSED[item.kind]
                     while True:  # admission refuses over the high water: wait our turn
                         try:
                             handle = client.submit_one(

@@ -13,7 +13,7 @@ the same selection and versions started after one that died lists again after it
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,11 @@ from workers.files.sorted_join import with_settled
 if TYPE_CHECKING:
     from workers.state.coordination import Coordination
 
+# The job a reprocess run gives each kind: documents get their digest again.
+REPROCESSED: Mapping[MediaKind, Capability] = {
+    **JOB_FOR_KIND,
+    MediaKind.DOCUMENT: Capability.DOCUMENT_DIGEST,
+}
 SIDECARS_READ = ".from-sidecars"  # in cache/outputs: earlier spoken replies are marked
 CHECKPOINT_TTL = 7 * 24 * 3600  # seconds a killed run can be resumed after
 
@@ -82,7 +87,7 @@ def plans(
 ) -> list[Plan]:
     made = []
     for kind in selection.kinds:
-        capability = JOB_FOR_KIND[kind]
+        capability = REPROCESSED[kind]
         now = version(capability) if version else CAPABILITIES[capability].version(settings)
         plan = Plan(kind, now)
         made.append(checkpoint.resume(plan) if checkpoint else plan)
@@ -110,7 +115,7 @@ def select(
     index = files.index
     limit = selection.limit
     for plan in kinds:
-        capability = JOB_FOR_KIND[plan.kind]
+        capability = REPROCESSED[plan.kind]
         items = index.inputs(plan.kind, plan.after)  # never our own outputs (spoken replies)
         if selection.mode == "missing":
             results = index.results(capability, plan.version, plan.after)

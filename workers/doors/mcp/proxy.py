@@ -33,6 +33,7 @@ from pipelines.render import unprocessed_note
 from workers import version
 from workers.core.door_settings import McpSettings
 from workers.doors.mcp.clients import client_named
+from workers.doors.mcp.link_reads import LinkReads, Resolved, links_back, resolve_links
 from workers.doors.mcp.outcomes import door_failure, failure_line
 from workers.doors.mcp.peers import Peer, connection_of
 from workers.doors.mcp.proxy_resources import ProxyResources
@@ -195,9 +196,13 @@ class Proxy:
                 "it is started again on the next call"
             )
         upstream.succeeded()
-        if all(block.type in PLAIN_BLOCKS for block in result.content):
-            return result  # nothing to rewrite: skip the ingest round trip
         raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        resolved = await self._read_links(peer, upstream, client, result)
+        if resolved is not None:
+            raw["content"] = resolved.content
+        if all(block.get("type") in PLAIN_BLOCKS for block in raw["content"]):
+            # nothing to rewrite: skip the ingest round trip
+            return result if resolved is None else types.CallToolResult.model_validate(raw)
         try:
             rewritten = await self.rewriter.rewrite_async(
                 raw, upstream.name, client_named(connection_of(ctx))
@@ -217,8 +222,37 @@ class Proxy:
             )
             note = types.TextContent(type="text", text=own_line(unprocessed_note(reason)))
             return result.model_copy(update={"content": [*result.content, note]})
+        if resolved is not None:
+            rewritten = links_back(rewritten, resolved)
         self.resources.remember_links(rewritten.get("content", []))
         return types.CallToolResult.model_validate(rewritten)
+
+    async def _read_links(
+        self, peer: Peer, upstream: Upstream, client: Any, result: types.CallToolResult
+    ) -> Resolved | None:
+        """The result's content with its resource links read on `client` (the session that
+        sent them), when the door resolves links and there is one; else None."""
+        if not self.rewriter.options.resolve_links or not any(
+            block.type == "resource_link" for block in result.content
+        ):
+            return None
+        reads = LinkReads(
+            read=client.read_resource,
+            others=frozenset(
+                uri for uri, owner in peer.resource_owner.items() if owner != upstream.name
+            ),
+            max_bytes=self.rewriter.settings.max_blob_bytes,
+            timeout=self.limits.link_read_timeout,
+        )
+        content = [
+            block.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for block in result.content
+        ]
+        try:
+            return await resolve_links(content, reads)
+        except Exception:  # a bug here never costs the result: its links stay as they came
+            log.exception("resource links of %s's result not read", upstream.name)
+            return None
 
     async def _upstream_has(self, peer: Peer, routed: tuple[Upstream, str]) -> bool:
         """Whether the upstream has a tool of that name: from its last listing, so an own

@@ -76,6 +76,7 @@ class DoorOptions:
     inline: bool = False  # run jobs here even when a broker is reachable (see open_gateway)
     server: str | None = None  # the upstream's name, for read_resource hints
     sent_media_tag: SentMediaTag = SentMediaTag.AUTO  # see `policy_for`
+    resolve_links: bool = False  # read upstreams' resource links (workers.doors.mcp.link_reads)
 
     def policy_for(self, client: ClientName | None) -> RewritePolicy:
         """The policy for `client`'s results: without our `MEDIA:` line under a block it
