@@ -85,7 +85,7 @@ def test_links_that_cannot_be_read_stay_links_with_the_reason(tmp_path: Path) ->
             await c.list_resources()  # who serves other://report.pdf is known from here on
             expected = {
                 "docs__missing": ("docs://gone.pdf", "resources/read failed: resource not found"),
-                "docs__slow": ("docs://slow.pdf", "gave no answer within 2 s"),
+                "docs__slow": ("docs://slow.pdf", "gave no answer within the result's 2 s"),
                 "docs__big": ("docs://big.bin", "over the 200000-byte cap"),
                 "docs__foreign": ("other://report.pdf", "it names another server's resource"),
             }

@@ -82,3 +82,24 @@ def test_only_blobs_read_for_a_link_are_given_back_as_the_link() -> None:
     rewritten = {"content": [done.content[0], done.content[1], about, done.content[2]]}
     back = links_back(rewritten, done)["content"]
     assert back == [done.content[0], link("docs://a.pdf"), about, done.content[2]]
+
+
+def test_the_reads_of_one_result_share_one_deadline() -> None:
+    # Each read takes 0.3 s and the result has 0.5 s for all of them: three reads cannot all
+    # finish (0.9 s), so the last link stays a link however fast or slow the machine is.
+    asked: list[str] = []
+
+    async def slow(uri: str) -> types.ReadResourceResult:
+        asked.append(uri)
+        await anyio.sleep(0.3)
+        text = types.TextResourceContents(uri=uri, mime_type="text/plain", text="late")
+        return types.ReadResourceResult(contents=[text])
+
+    reads = LinkReads(slow, frozenset(), max_bytes=100, timeout=0.5)
+    blocks = [link("docs://1.txt"), link("docs://2.txt"), link("docs://3.txt")]
+    done = anyio.run(resolve_links, blocks, reads)
+    assert done.content[-2] == link("docs://3.txt")
+    assert done.content[-1]["text"] == (
+        "[MCP resource link docs://3.txt not read: the upstream's resources/read gave no "
+        "answer within the result's 0.5 s]"
+    )

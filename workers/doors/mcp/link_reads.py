@@ -28,7 +28,8 @@ Reader = Callable[[str], Awaitable[types.ReadResourceResult]]
 @dataclass(frozen=True, slots=True)
 class LinkReads:
     """How links are read: `others` are the URIs other upstreams listed (not this one's to
-    answer); `max_bytes` caps one resource's bytes, `timeout` one read, in seconds."""
+    answer); `max_bytes` caps one resource's bytes, `timeout` the reads of one result
+    together, in seconds (one deadline, so ten slow links wait no longer than one)."""
 
     read: Reader
     others: frozenset[str]
@@ -58,6 +59,7 @@ async def resolve_links(content: Sequence[Mapping[str, Any]], reads: LinkReads) 
     there is none."""
     out: list[dict[str, Any]] = []
     embedded: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    deadline = anyio.current_time() + reads.timeout
     for block in content:
         link = dict(block)
         if link.get("type") != "resource_link" or not isinstance(link.get("uri"), str):
@@ -65,7 +67,7 @@ async def resolve_links(content: Sequence[Mapping[str, Any]], reads: LinkReads) 
             continue
         uri = link["uri"]
         try:
-            contents = await _read(link, reads)
+            contents = await _read(link, reads, deadline)
         except LinkUnread as exc:
             out += [link, {"type": "text", "text": link_note(uri, str(exc))}]
             continue
@@ -77,7 +79,7 @@ async def resolve_links(content: Sequence[Mapping[str, Any]], reads: LinkReads) 
     return Resolved(out, tuple(embedded))
 
 
-async def _read(link: Mapping[str, Any], reads: LinkReads) -> list[dict[str, Any]]:
+async def _read(link: Mapping[str, Any], reads: LinkReads, deadline: float) -> list[dict[str, Any]]:
     uri: str = link["uri"]
     if uri.startswith(MEDIA_URI_PREFIX) or uri in reads.others:
         raise LinkUnread("it names another server's resource")
@@ -86,7 +88,7 @@ async def _read(link: Mapping[str, Any], reads: LinkReads) -> list[dict[str, Any
         raise LinkUnread(f"its size, {size} bytes, is over the {reads.max_bytes}-byte cap")
     answer: types.ReadResourceResult | None = None
     try:
-        with anyio.move_on_after(reads.timeout):
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
             answer = await reads.read(uri)
     except MCPError as exc:
         why = one_line(exc.message, 200)
@@ -95,7 +97,9 @@ async def _read(link: Mapping[str, Any], reads: LinkReads) -> list[dict[str, Any
         why = one_line(f"{type(exc).__name__}: {exc}", 200)
         raise LinkUnread(f"the upstream's resources/read failed: {why}") from None
     if answer is None:
-        raise LinkUnread(f"the upstream's resources/read gave no answer within {reads.timeout:g} s")
+        raise LinkUnread(
+            f"the upstream's resources/read gave no answer within the result's {reads.timeout:g} s"
+        )
     contents = [
         c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in answer.contents
     ]
