@@ -96,7 +96,9 @@ def _write_beside(original: Path, text: str) -> Path:
     target = markdown_path(original)
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     try:
-        with open(tmp, "x", encoding="utf-8") as fh:
+        # private like every file of the cache (0600), never through a link planted there
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with open(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, target)
     finally:

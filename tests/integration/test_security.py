@@ -35,6 +35,7 @@ from pipelines.media import Capability
 from pipelines.results import Status
 from tests.integration.conftest import Cluster, write_result
 from tests.support.factories import b64, noisy_png, png_bytes
+from tests.support.pdf_writer import build_pdf
 from workers.core.capabilities import CAPABILITIES
 from workers.core.capabilities import for_queue as spec_for_queue
 
@@ -266,18 +267,20 @@ def test_cache_is_private_and_secrets_stay_out_of_results_logs_and_status(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     cluster.fake.set(reply="Two red squares.")
-    worker = cluster.start_worker("vision")
+    # the document's digest runs too, so its Markdown beside the PDF is checked as well
+    worker = cluster.start_worker("vision,documents")
     pdf = {
         "type": "resource",
         "resource": {
             "uri": "file:///r/q3.pdf",
             "mimeType": "application/pdf",
-            "blob": b64(b"%PDF-1"),
+            "blob": b64(build_pdf([["Quarterly report Q3"]])),
         },
     }
     result = image_result(tmp_path, 2, pdf)
     out = cluster.cli_json("ingest", str(result), "--wait", "30")
-    assert [j["status"] for j in out["jobs"]] == ["done"]
+    assert [j["status"] for j in out["jobs"]] == ["done", "done"]
+    assert list((cluster.home / "cache" / "documents").rglob("*.pdf.md"))
     # The key was really in use: the provider received it.
     (request,) = cluster.fake.received
     assert request.headers.get("authorization") == f"Bearer {API_KEY}"

@@ -23,6 +23,7 @@ from tests.support.misconf import refuse_writes, take_writes
 from tests.support.net import free_port
 from tests.support.up import Up, alive, descendants, fresh_home, node_env, wait_for
 from workers.broker.embedded import Broker, ensure_embedded, running_embedded, stop_embedded
+from workers.core.capabilities import QUEUES
 from workers.core.settings import Settings
 from workers.core.stage_configs import store_request, synthesis_request
 from workers.gateways.cluster import MediaClient
@@ -72,7 +73,7 @@ def wait_for_broker(home: Path) -> Broker:
 
 def test_a_killed_worker_is_restarted_and_the_others_keep_running(up: Up) -> None:
     before = up.children()
-    assert set(before) == {"vision", "stt", "tts"}, before
+    assert set(before) == set(QUEUES), before
     os.kill(before["tts"], signal.SIGKILL)
     assert wait_for(lambda: up.restarted("worker tts") is not None, 60), up.text()
     up.wait_ready(("tts",), at_least=2)
