@@ -46,7 +46,7 @@ class SttConfig:
     # Long audio: this many windows, cut where nobody speaks, decoded side by side (engines
     # that allow it: our whisper); 1 reads window after window, each continuing where the
     # last one's text stopped.
-    batch_windows: int = 2
+    batch_windows: int = 1
 
     @property
     def limits(self) -> DecodeLimits:

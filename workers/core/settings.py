@@ -96,7 +96,7 @@ class SttSettings(SpeechSettings):
     vad_model: Path | None = None  # a silero file or folder; default: <home>/models/silero-vad
     # Long audio: windows decoded side by side in one job (our whisper engine); 1: one at a
     # time. 2 measured best on a 2-core machine (bench long_audio).
-    batch_windows: int = Field(default=2, ge=1, le=16)
+    batch_windows: int = Field(default=1, ge=1, le=16)
 
 
 class TtsSettings(SpeechSettings):
