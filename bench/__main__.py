@@ -23,6 +23,7 @@ from bench import (
     nodes,
     proxy_ready,
     quality,
+    realtime,
     reprocess_plan,
     results,
     speech,
@@ -50,6 +51,7 @@ SUITES = {
     "digest": digest.run,
     "proxy_ready": proxy_ready.run,
     "wyoming": wyoming.run,
+    "realtime": realtime.run,
 }
 
 
