@@ -24,6 +24,7 @@ from bench import (
     nodes,
     proxy_ready,
     quality,
+    realtime,
     reprocess_plan,
     results,
     speech,
@@ -52,6 +53,7 @@ SUITES = {
     "proxy_ready": proxy_ready.run,
     "wyoming": wyoming.run,
     "long_audio": long_audio.run,
+    "realtime": realtime.run,
 }
 
 

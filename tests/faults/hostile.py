@@ -25,7 +25,10 @@ rounds of each kind): outcomes, the good document after each, RSS before/after, 
 Then the Wyoming door (`tests/faults/wyoming_hostile.py`), `--count` connections of each
 hostile kind on raw sockets (oversized `payload_length`, bad JSON, an overlong line, an
 unknown type, audio past its bound, a connection flood): answers by code, the slowest
-answer or close, its memory before and after, and `describe` answered afterwards.
+answer or close, its memory before and after, and `describe` answered afterwards. Then the
+Realtime socket (`tests/faults/realtime_hostile.py`): sessions sending text that is not
+JSON, a binary frame, an unknown type, an append past the buffer, and a flood of sessions
+past the bound, the same figures, and a session opened afterwards.
 
 For each kind: the count of each status code, requests/s, and the RSS of each door before
 and after (VmRSS) with its peak so far (VmHWM). At the end: the size of serve's `/metrics`
@@ -54,7 +57,7 @@ from pathlib import Path
 
 import httpx2
 
-from tests.faults import hostile_documents, outage, wyoming_hostile
+from tests.faults import hostile_documents, outage, realtime_hostile, wyoming_hostile
 from tests.integration.test_mcp_http import ACCEPT, INITIALIZE
 from tests.support.cluster import ROOT
 from tests.support.net import free_port, wait_for_port
@@ -324,6 +327,9 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
         mcp.memory()
     report["wyoming"] = wyoming = wyoming_hostile.measure(count, concurrency, home / "wyoming")
     for said in wyoming_hostile.lines(wyoming):
+        print(said, flush=True)
+    report["realtime"] = realtime = realtime_hostile.measure(count, concurrency, home / "realtime")
+    for said in realtime_hostile.lines(realtime):
         print(said, flush=True)
     return report
 

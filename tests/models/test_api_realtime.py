@@ -1,9 +1,9 @@
 """OpenAI's Realtime transcription at `/v1/realtime?intent=transcription`, against a real serve
 process, a real stt worker and the real whisper model, through a plain WebSocket client: two
-turns in one session (24 kHz PCM16 spoken by the tts worker), bad events answered in
-OpenAI's `error` shape with the session going on, an append past the buffer bound, the
-older `transcription_session.update` names, the key (header, the browsers' subprotocol,
-none) and the bound on sessions held at once."""
+turns in one session (24 kHz PCM16 spoken by the tts worker), two more ended by server VAD
+without a commit, bad events answered in OpenAI's `error` shape with the session going on,
+an append past the buffer bound, the older `transcription_session.update` names, the key
+(header, the browsers' subprotocol, none) and the bound on sessions held at once."""
 
 from __future__ import annotations
 
@@ -151,8 +151,8 @@ def test_bad_events_are_answered_in_shape_and_the_session_goes_on(
     assert (error["code"], error["event_id"]) == ("input_audio_buffer_too_large", "evt_3")
     send(ws, {"type": "session.update", "session": {"type": "realtime"}})
     assert receive(ws)["error"]["param"] == "session.type"
-    # the older names, with server VAD asked for: the update applies, the VAD is refused
-    older = {"input_audio_format": "pcm16", "turn_detection": {"type": "server_vad"},
+    # the older names, with semantic VAD asked for: the update applies, the VAD is refused
+    older = {"input_audio_format": "pcm16", "turn_detection": {"type": "semantic_vad"},
              "input_audio_transcription": {"model": "whisper-1"}}  # fmt: skip
     send(ws, {"type": "transcription_session.update", "session": older})
     assert receive(ws)["type"] == "transcription_session.updated"
@@ -174,6 +174,48 @@ def test_bad_events_are_answered_in_shape_and_the_session_goes_on(
     silence = receive(ws)
     assert (silence["type"], silence["transcript"]) == (COMPLETED, "")
     ws.close()
+
+
+def test_server_vad_ends_each_turn_where_the_speaker_stops(
+    door: tuple[Cluster, Served, OpenAI],
+) -> None:
+    _cluster, served, api = door
+    first, second = pcm24(api, FIRST), pcm24(api, SECOND)
+    quiet = bytes(24_000 * 2)  # a second
+    ws = connect(served)
+    assert receive(ws)["type"] == "session.created"
+    vad = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
+           "silence_duration_ms": 500}  # fmt: skip
+    update = {"type": "transcription", "audio": {"input": {
+        "format": {"type": "audio/pcm", "rate": 24000},
+        "transcription": {"model": "whisper-1", "language": "en"},
+        "turn_detection": vad}}}  # fmt: skip
+    send(ws, {"type": "session.update", "session": update})
+    assert receive(ws)["session"]["audio"]["input"]["turn_detection"] == vad
+    append(ws, quiet + first + quiet + second + quiet, piece=4800)  # 100 ms a message, no commit
+    events: list[dict[str, Any]] = []
+    while sum(1 for e in events if e["type"] == COMPLETED) < 2:
+        events.append(receive(ws))
+    ws.close()
+    assert not [e for e in events if e["type"] == "error"]
+    edges = [e for e in events if e["type"].startswith("input_audio_buffer.")]
+    kinds = ["speech_started", "speech_stopped", "committed"]
+    assert [e["type"] for e in edges] == [f"input_audio_buffer.{k}" for k in kinds * 2]
+    spoken_ms = []  # where each sentence is in the session's audio
+    at = len(quiet)
+    for pcm in (first, second):
+        spoken_ms.append((at / 48, (at + len(pcm)) / 48))
+        at += len(pcm) + len(quiet)
+    for turn, (begins, ends) in enumerate(spoken_ms):
+        started, stopped, committed = edges[turn * 3 : turn * 3 + 3]
+        assert started["item_id"] == stopped["item_id"] == committed["item_id"]
+        # the turn begins its padding (and a window or two) before the speech, ends past it
+        assert begins - 500 <= started["audio_start_ms"] <= begins + 300
+        assert ends - 300 <= stopped["audio_end_ms"] <= ends + 500 + 400
+    done = [e for e in events if e["type"] == COMPLETED]
+    assert [e["item_id"] for e in done] == [e["item_id"] for e in edges[2::3]]
+    for event, said in zip(done, (FIRST, SECOND), strict=True):
+        assert heard(said, event["transcript"]) >= 0.8, event
 
 
 def test_a_telephone_turn_in_mu_law(door: tuple[Cluster, Served, OpenAI]) -> None:

@@ -7,6 +7,7 @@ import sys
 
 from workers.cli.common import CliError, connect_client
 from workers.core.settings import Settings
+from workers.core.speech_scoring import SpeechScoring
 from workers.doors.listen import ListenError, check_free, resolve_secret
 
 KEY_FILE = "api-key"
@@ -23,6 +24,25 @@ def add_inline_flag(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the jobs in this process, without a broker or workers (no jobs page)",
     )
+
+
+def speech_scoring(settings: Settings) -> SpeechScoring | None:
+    """The VAD model Realtime sessions' server VAD runs, loaded once; None (and turns end on
+    the client's commit) when none is prepared or it cannot be loaded."""
+    from pipelines.errors import ConfigError
+    from pipelines.speech.vad import validate_vad_model
+    from workers.core.stage_configs import VAD_DEFAULT
+
+    path = settings.stt.vad_model or settings.models_root / VAD_DEFAULT
+    if not path.exists():
+        return None
+    try:
+        from pipelines.engines.silero_stream import SileroScoring
+
+        return SileroScoring(validate_vad_model(path))
+    except (ConfigError, ImportError) as exc:
+        sys.stderr.write(f"mcp-media: no server VAD on /v1/realtime: {exc}\n")
+        return None
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -51,12 +71,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
         # /metrics shows this process's own state: the jobs it admitted and runs (no workers)
         inline = InlineGateway(settings)
-        app = create_app(settings, key, inline, host, inline.resources.state.view)
+        scoring = speech_scoring(settings)
+        app = create_app(settings, key, inline, host, inline.resources.state.view, scoring=scoring)
     else:
         from workers.gateways.operations import ClusterOperations
 
         client = connect_client(settings, bounded=True)
-        app = create_app(settings, key, client, host, client.state.view, ClusterOperations(client))
+        steering = ClusterOperations(client)
+        scoring = speech_scoring(settings)
+        app = create_app(settings, key, client, host, client.state.view, steering, scoring)
     uvicorn.run(
         app,
         host=host,

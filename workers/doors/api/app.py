@@ -18,6 +18,7 @@ from workers.core.cluster_view import ClusterView
 from workers.core.gateway import JobGateway
 from workers.core.operations import ClusterSteering
 from workers.core.settings import Settings
+from workers.core.speech_scoring import SpeechScoring
 from workers.doors.api import health, metrics, models, page, realtime, speech, transcribe
 from workers.doors.api.auth import CATALOG_PATHS, check_bearer, needs_key
 from workers.doors.api.context import ApiContext
@@ -181,11 +182,13 @@ def create_app(
     host: str = "127.0.0.1",
     view: ClusterView | None = None,
     steering: ClusterSteering | None = None,
+    scoring: SpeechScoring | None = None,
 ) -> Starlette:
     """The app of the HTTP door, listening on `host`; every job goes through `gateway`
     (closed with the app). `view`: the cluster `/metrics` reports and the jobs page shows,
-    `steering`: what the page changes in it (both: the page is served)."""
-    ctx = ApiContext(settings=settings, key=key, gateway=gateway)
+    `steering`: what the page changes in it (both: the page is served); `scoring`: the VAD
+    model Realtime sessions' server VAD runs (None: turns end on the client's commit)."""
+    ctx = ApiContext(settings=settings, key=key, gateway=gateway, scoring=scoring)
     routes: list[BaseRoute] = [*health.routes(ctx)]
     routes += [*transcribe.routes(ctx), *speech.routes(ctx), *models.routes(ctx)]
     routes += metrics.routes(ctx.metrics)

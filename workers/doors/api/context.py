@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from workers.core.gateway import JobGateway
 from workers.core.settings import Settings
+from workers.core.speech_scoring import SpeechScoring
 from workers.doors.api.errors import ApiError
 from workers.doors.api.faults import server_fault
 from workers.doors.api.metrics import ApiMetrics
@@ -17,6 +18,7 @@ class ApiContext:
     key: str
     gateway: JobGateway  # every job goes through it: the cluster's, or this process's
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
+    scoring: SpeechScoring | None = None  # the VAD model for server VAD; None: none prepared
 
     def fault(self, exc: BaseException) -> ApiError | None:
         """The shaped answer when `exc` is the server's fault: its disk full (507), its

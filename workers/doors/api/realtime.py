@@ -1,12 +1,13 @@
 """`/v1/realtime?intent=transcription`: OpenAI's Realtime transcription over a WebSocket.
 
 The client appends base64 PCM16 (`input_audio_buffer.append`) and ends each turn with
-`input_audio_buffer.commit`; each committed turn is one transcription job through the
-gateway (`realtime_turns`), its `.delta` and `.completed` events sent in commit order while
-the client goes on appending the next. The key is serve's: `Authorization: Bearer`, or from
-a browser the `openai-insecure-api-key.<key>` subprotocol. Bounded: sessions held at once
-(then 429 before the upgrade), minutes a session lives, audio one turn's buffer holds, turns
-waiting to be transcribed.
+`input_audio_buffer.commit`, or, with server VAD, the session ends it where the speaker
+stops (`speech_started`, `speech_stopped`, then `committed`: `realtime_vad`); each committed
+turn is one transcription job through the gateway (`realtime_turns`), its `.delta` and
+`.completed` events sent in commit order while the client goes on appending the next. The
+key is serve's: `Authorization: Bearer`, or from a browser the `openai-insecure-api-key.<key>`
+subprotocol. Bounded: sessions held at once (then 429 before the upgrade), minutes a session
+lives, audio one turn's buffer holds, turns waiting to be transcribed.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from workers.core.speech_scoring import SpeechScoring
 from workers.doors.api.catalog import catalog, stt_model
 from workers.doors.api.context import ApiContext
 from workers.doors.api.errors import ApiError
 from workers.doors.api.realtime_audio import decoded_size, to_pcm16
 from workers.doors.api.realtime_events import (
     EventError,
+    ServerVad,
     SessionConfig,
     error_event,
     item_id,
@@ -39,8 +42,10 @@ from workers.doors.api.realtime_events import (
     updated,
 )
 from workers.doors.api.realtime_turns import Turn
+from workers.doors.api.realtime_vad import EdgeKind, ServerTurns
 
 log = logging.getLogger(__name__)
+TurnQueue = MemoryObjectSendStream[tuple[Turn, bytes]]
 
 KEY_PROTOCOL = "openai-insecure-api-key."
 PENDING_TURNS = 8  # committed turns waiting for their transcription; past it a commit is refused
@@ -95,8 +100,12 @@ class Session:
     older: bool = False
     id: str = field(default_factory=lambda: f"sess_{secrets.token_hex(10)}")
     buffer: bytearray = field(default_factory=bytearray)
+    offset: int = 0  # samples since the session's first one that the buffer no longer holds
     last_item: str | None = None
     lock: anyio.Lock = field(default_factory=anyio.Lock)
+    turns: ServerTurns | None = None  # server VAD
+    vad_from: int = 0  # the sample where server VAD began listening
+    speech: tuple[str, int] | None = None  # the turn being spoken: its item, its first sample
 
     async def send(self, event: dict[str, Any]) -> None:
         async with self.lock:  # the reader and the turns both send
@@ -105,7 +114,7 @@ class Session:
     async def refuse(self, exc: EventError, client_event: str | None) -> None:
         await self.send(error_event(exc, client_event))
 
-    def append(self, event: dict[str, Any]) -> None:
+    def append(self, event: dict[str, Any]) -> bytes:
         audio = event.get("audio")
         if not isinstance(audio, str):
             raise EventError("`audio` must be base64 text", code="invalid_type", param="audio")
@@ -119,9 +128,11 @@ class Session:
                 param="audio",
             )
         try:
-            self.buffer += to_pcm16(codec, b64decode(audio, validate=True))
+            pcm = to_pcm16(codec, b64decode(audio, validate=True))
         except binascii.Error:
             raise EventError("`audio` is not base64", code="invalid_value", param="audio") from None
+        self.buffer += pcm
+        return pcm
 
     def commit(self) -> tuple[str, bytes]:
         least = int(self.config.rate * 2 * MIN_TURN_S)
@@ -132,8 +143,90 @@ class Session:
                 code="input_audio_buffer_commit_empty",
             )
         pcm = bytes(self.buffer)
-        self.buffer.clear()
+        self.clear()
         return item_id(), pcm
+
+    def clear(self) -> None:
+        self.offset += len(self.buffer) // 2
+        self.buffer.clear()
+
+    def cut(self, start: int, end: int) -> bytes:
+        """The buffer's samples [start, end) (since the session's first sample); what comes
+        before `end` is dropped."""
+        start, end = max(start, self.offset), min(end, self.offset + len(self.buffer) // 2)
+        pcm = bytes(self.buffer[(start - self.offset) * 2 : (end - self.offset) * 2])
+        self.drop(end)
+        return pcm
+
+    def drop(self, before: int) -> None:
+        """Forget the samples before `before` (since the session's first sample)."""
+        if before > self.offset:
+            del self.buffer[: (before - self.offset) * 2]
+            self.offset = before
+
+    def listen(self, vad: ServerVad | None, scoring: SpeechScoring | None) -> None:
+        """Server VAD from now on (a new scorer when its settings or the audio changed), or
+        none."""
+        if vad is None or scoring is None:
+            self.turns, self.speech = None, None
+            return
+        if (
+            self.turns is not None
+            and self.turns.watch.vad == vad
+            and self.turns.rate == (self.config.rate)
+        ):
+            return
+        self.turns = ServerTurns(scoring.open(self.config.rate), vad, self.config.rate)
+        self.vad_from, self.speech = self.offset + len(self.buffer) // 2, None
+
+    async def heard(self, pcm: bytes, queue: TurnQueue) -> None:
+        """Server VAD on newly appended audio: each turn's edges sent, each ended turn
+        committed; between turns the buffer keeps only what the next one's padding needs."""
+        assert self.turns is not None
+        rate = self.config.rate
+        for edge in await self.turns.heard(pcm):
+            at = self.vad_from + edge.at_ms * rate // 1000
+            ms = at * 1000 // rate
+            if edge.kind is EdgeKind.STARTED:
+                self.speech = (item_id(), at)
+                await self.send(
+                    server_event(
+                        "input_audio_buffer.speech_started",
+                        audio_start_ms=ms,
+                        item_id=self.speech[0],
+                    )
+                )
+                continue
+            item, start = self.speech or (item_id(), at)
+            self.speech = None
+            await self.send(
+                server_event("input_audio_buffer.speech_stopped", audio_end_ms=ms, item_id=item)
+            )
+            try:
+                await _enqueue(self, item, self.cut(start, at), queue)
+            except EventError as exc:
+                await self.refuse(exc, None)
+        if self.speech is None:  # the padding, and a window's worth the scorer may lag
+            keep = rate * (self.turns.watch.vad.prefix_padding_ms + 100) // 1000
+            self.drop(self.offset + len(self.buffer) // 2 - keep)
+
+
+async def _enqueue(session: Session, item: str, pcm: bytes, queue: TurnQueue) -> None:
+    """A committed turn queued for its transcription, and `committed` sent."""
+    turn = Turn(session.ctx, session.config, item, session.send)
+    try:
+        queue.send_nowait((turn, pcm))
+    except anyio.WouldBlock:
+        raise EventError(
+            f"{PENDING_TURNS} turns already wait for their transcription: commit again later",
+            code="too_many_pending_turns",
+        ) from None
+    await session.send(
+        server_event(
+            "input_audio_buffer.committed", previous_item_id=session.last_item, item_id=item
+        )
+    )
+    session.last_item = item
 
 
 async def _turns(session: Session, queued: MemoryObjectReceiveStream[tuple[Turn, bytes]]) -> None:
@@ -145,7 +238,7 @@ async def _turns(session: Session, queued: MemoryObjectReceiveStream[tuple[Turn,
                 return  # the client left while its turn was transcribed
 
 
-async def _events(session: Session, queue: MemoryObjectSendStream[tuple[Turn, bytes]]) -> None:
+async def _events(session: Session, queue: TurnQueue) -> None:
     """Read and answer the client's events until it leaves."""
     while True:
         message = await session.websocket.receive()
@@ -172,15 +265,17 @@ async def _events(session: Session, queue: MemoryObjectSendStream[tuple[Turn, by
             await session.refuse(exc, client_event)
 
 
-async def _answer(
-    session: Session, event: dict[str, Any], queue: MemoryObjectSendStream[tuple[Turn, bytes]]
-) -> None:
+async def _answer(session: Session, event: dict[str, Any], queue: TurnQueue) -> None:
     kind = event.get("type")
     if kind in UPDATES:
         older = UPDATES[str(kind)]
         model = stt_model(await catalog(session.ctx))
-        session.config, refusal = updated(session.config, model, event, older)
+        scoring = session.ctx.scoring
+        session.config, refusal = updated(
+            session.config, model, event, older, vad_ready=scoring is not None
+        )
         session.older = older
+        session.listen(session.config.vad, scoring)
         name = "transcription_session.updated" if older else "session.updated"
         await session.send(
             server_event(name, session=session_object(session.id, session.config, older))
@@ -188,26 +283,14 @@ async def _answer(
         if refusal is not None:
             raise refusal
     elif kind == "input_audio_buffer.append":
-        session.append(event)
+        pcm = session.append(event)
+        if session.turns is not None:
+            await session.heard(pcm, queue)
     elif kind == "input_audio_buffer.clear":
-        session.buffer.clear()
+        session.clear()
         await session.send(server_event("input_audio_buffer.cleared"))
     elif kind == "input_audio_buffer.commit":
-        item, pcm = session.commit()
-        turn = Turn(session.ctx, session.config, item, session.send)
-        try:
-            queue.send_nowait((turn, pcm))
-        except anyio.WouldBlock:
-            raise EventError(
-                f"{PENDING_TURNS} turns already wait for their transcription: commit again later",
-                code="too_many_pending_turns",
-            ) from None
-        await session.send(
-            server_event(
-                "input_audio_buffer.committed", previous_item_id=session.last_item, item_id=item
-            )
-        )
-        session.last_item = item
+        await _enqueue(session, *session.commit(), queue)
     else:
         raise EventError(
             f"unknown event type {str(kind)[:60]!r}: this session takes session.update,"

@@ -3,9 +3,10 @@ them: the session's settings from `session.update` (the GA shape, `session.type:
 "transcription"`) or `transcription_session.update` (the older one), the server's events,
 and `error` in OpenAI's shape.
 
-Turns end on `input_audio_buffer.commit` only: the door runs no voice activity detection
-(its engine stays out of the door's process), so a session asking for `server_vad` or
-`semantic_vad` is told so with an error and keeps `turn_detection: null`.
+Turns end on `input_audio_buffer.commit`, or, with `server_vad` (its `threshold`,
+`prefix_padding_ms` and `silence_duration_ms`), where the speaker stops: that needs the VAD
+model the command line hands the door; without one, and for `semantic_vad`, the session is
+told so with an error and keeps `turn_detection: null`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,21 @@ class EventError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class ServerVad:
+    """OpenAI's `server_vad` settings (its defaults); `create_response`,
+    `interrupt_response` and `idle_timeout_ms` are taken and have no effect here."""
+
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+
+    def shown(self) -> dict[str, Any]:
+        return {"type": "server_vad", "threshold": self.threshold,
+                "prefix_padding_ms": self.prefix_padding_ms,
+                "silence_duration_ms": self.silence_duration_ms}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class SessionConfig:
     """What a session's turns are transcribed with."""
 
@@ -44,6 +60,7 @@ class SessionConfig:
     model: str = "whisper-1"
     language: str = ""
     prompt: str = ""  # accepted and ignored, as /v1/audio/transcriptions does
+    vad: ServerVad | None = None  # None: turns end on the client's commit
 
 
 def event_id() -> str:
@@ -106,14 +123,48 @@ def _transcription(
     return replace(config, model=name, language=language, prompt=prompt)
 
 
-def _turn_detection(value: Any, param: str) -> None:
-    if value is not None:
+def _unsupported(param: str, why: str) -> EventError:
+    return EventError(
+        f"{why}: set `turn_detection` to null and end each turn with"
+        " input_audio_buffer.commit (the rest of the update applies)",
+        code="unsupported_turn_detection",
+        param=param,
+    )
+
+
+def _number(found: dict[str, Any], name: str, default: float, top: float, param: str) -> float:
+    value = found.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= top:
         raise EventError(
-            "server-side turn detection is not available here: set `turn_detection` to null"
-            " and end each turn with input_audio_buffer.commit (the rest of the update applies)",
-            code="unsupported_turn_detection",
-            param=param,
-        )
+            f"`{name}` must be a number from 0 to {top:g}", code="invalid_value",
+            param=f"{param}.{name}",
+        )  # fmt: skip
+    return float(value)
+
+
+def _turn_detection(value: Any, param: str, vad_ready: bool) -> ServerVad | None:
+    """The session's server VAD; an EventError when it cannot be had (turns then end on
+    commit)."""
+    if value is None:
+        return None
+    found = _object(value, param)
+    kind = found.get("type", "server_vad")
+    if kind != "server_vad":
+        raise _unsupported(f"{param}.type", f"turn detection {str(kind)[:40]!r} is not served")
+    if not vad_ready:
+        raise _unsupported(param, "server-side turn detection is not available here (no VAD model)")
+    base = ServerVad()
+    return ServerVad(
+        threshold=_number(found, "threshold", base.threshold, 1.0, param),
+        prefix_padding_ms=int(
+            _number(found, "prefix_padding_ms", base.prefix_padding_ms, 10_000, param)
+        ),
+        silence_duration_ms=int(
+            _number(found, "silence_duration_ms", base.silence_duration_ms, 10_000, param)
+        ),
+    )
 
 
 def _format(config: SessionConfig, value: Any, param: str) -> SessionConfig:
@@ -152,10 +203,11 @@ def _format(config: SessionConfig, value: Any, param: str) -> SessionConfig:
 
 
 def updated(
-    config: SessionConfig, model: SttModel, event: dict[str, Any], older: bool
+    config: SessionConfig, model: SttModel, event: dict[str, Any], older: bool, vad_ready: bool
 ) -> tuple[SessionConfig, EventError | None]:
     """The session after an update event, and the refusal of its turn detection if any (the
-    rest applies); a bad field refuses the whole update (EventError)."""
+    rest applies, turns ending on commit); a bad field refuses the whole update (EventError).
+    `vad_ready`: server VAD can be had."""
     session = _object(event.get("session"), "session")
     refusal = None
     if older:
@@ -184,22 +236,23 @@ def updated(
         detection_param = "session.audio.input.turn_detection"
         detection = audio.get("turn_detection")
     try:
-        _turn_detection(detection, detection_param)
+        vad = _turn_detection(detection, detection_param, vad_ready)
     except EventError as exc:
-        refusal = exc
-    return config, refusal
+        vad, refusal = None, exc
+    return replace(config, vad=vad), refusal
 
 
 def session_object(session_id: str, config: SessionConfig, older: bool) -> dict[str, Any]:
     """The session as `session.created` / `.updated` show it (older: the beta shape)."""
     transcription = {"model": config.model, "language": config.language, "prompt": config.prompt}
+    detection = None if config.vad is None else config.vad.shown()
     if older:
         return {
             "id": session_id,
             "object": "realtime.transcription_session",
             "input_audio_format": _older_name(config.codec),
             "input_audio_transcription": transcription,
-            "turn_detection": None,
+            "turn_detection": detection,
             "input_audio_noise_reduction": None,
         }
     return {
@@ -210,7 +263,7 @@ def session_object(session_id: str, config: SessionConfig, older: bool) -> dict[
             "input": {
                 "format": _format_object(config),
                 "transcription": transcription,
-                "turn_detection": None,
+                "turn_detection": detection,
                 "noise_reduction": None,
             }
         },
