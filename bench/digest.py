@@ -114,6 +114,7 @@ def run() -> None:
         finally:
             extractor.close()
         _office(Path(folder))
+        _ocr(Path(folder), extractor)
         if digest_markitdown.available():
             _markitdown(paths, _total(best["stage"]), peak)
     pages = PAGES * DOCUMENTS
@@ -239,3 +240,40 @@ def _markitdown(pdfs: list[Path], seconds: float, peak: int) -> None:
                 "better": better,
             },
         )
+
+
+OCR_PAGES = 2
+OCR_ROUNDS = 3
+
+
+def _ocr(folder: Path, extractor: DocumentReader) -> None:
+    """Seconds per scanned page (no text layer) read by OCR in the child, once its OCR engine
+    is loaded (the first document loads it, outside the timing; the median of the rounds)."""
+    from tests.support.pdf_writer import scanned_pdf
+
+    config = DigestConfig(ocr_pages=OCR_PAGES)
+    seconds = []
+    for round_ in range(OCR_ROUNDS + 1):
+        lines = [
+            f"Scanned page {n} of round {round_}: the invoice was paid on Monday." for n in range(8)
+        ]
+        path = folder / f"scanned{round_}.pdf"
+        path.write_bytes(scanned_pdf([], [lines] * OCR_PAGES))
+        began = time.perf_counter()
+        outcome = digest_document(path, config, extractor)
+        took = time.perf_counter() - began
+        if outcome.status is not Status.DONE or len(outcome.output["ocr_pages"]) != OCR_PAGES:
+            raise RuntimeError(f"{path.name}: OCR read {outcome.output or outcome.reason}")
+        if round_:
+            seconds.append(took / OCR_PAGES)
+    record(
+        "digest_ocr_seconds_per_scanned_page",
+        {
+            "value": round(statistics.median(seconds), 3),
+            "unit": "s/page",
+            "baseline": None,
+            "ratio": None,
+            "target": "report",
+            "better": "lower",
+        },
+    )
