@@ -83,11 +83,18 @@ def _start(budget: int) -> _Child:
     try:
         frames.read_until(proc.stdout.fileno(), 1024, time.monotonic() + START_TIMEOUT)
     except frames.FrameError as exc:
-        status = child.end()
-        raise ExtractorFailed(
-            f"the document reader did not start (status {status}): {exc}"
-        ) from None
+        raise start_failure(child.end(), exc) from None
     return child
+
+
+def start_failure(status: int | None, exc: Exception) -> ExtractorFailed:
+    """Why the reader child ended before it was ready, in words a user can act on."""
+    if status == reader_child.MISSING_LIBRARY:
+        return ExtractorFailed(
+            "the document reader's library (pypdfium2) is not installed where the jobs run:"
+            " install mcp-media's `documents` extra (pip install 'mcp-media[documents]')"
+        )
+    return ExtractorFailed(f"the document reader did not start (status {status}): {exc}")
 
 
 @dataclass(slots=True)

@@ -153,10 +153,18 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
+# The exit status of a child whose libraries are not installed (not a document's fault).
+MISSING_LIBRARY = 3
+
+
 def main(argv: list[str]) -> int:
     budget = int(argv[0])
     # Imported before the caps: their size is the baseline the budget is added to.
-    import pypdfium2  # noqa: F401
+    try:
+        import pypdfium2  # noqa: F401
+    except ImportError as exc:
+        sys.stderr.write(f"document reader: {exc}\n")
+        return MISSING_LIBRARY
 
     from pipelines.engines import office, pdf_ocr, plain_text  # noqa: F401
 
