@@ -441,7 +441,7 @@ def digest_note(output: Mapping[str, Any]) -> str | None:
     return (
         f"{wrap_untrusted(Capability.DOCUMENT_DIGEST.value, body)}\n"
         f"[document text saved to {one_line(markdown, 1000)} ({shown}) — read on with "
-        "read_file or terminal tools]"
+        "read_file or terminal tools, or by page with the read_document tool]"
     )
 
 

@@ -77,7 +77,8 @@ def test_the_digest_sits_under_the_saved_file_line_as_untrusted_content(
     assert lines[at + 7] == "[end of document digest]"
     assert lines[at + 8] == (
         f"[document text saved to {markdown} (the first {len(output['excerpt'])} of 9000 "
-        "characters are above) — read on with read_file or terminal tools]"
+        "characters are above) — read on with read_file or terminal tools, or by page with the "
+        "read_document tool]"
     )
     # The proxy's rewrite keeps the digest under the saved-file line.
     notes = job_notes([done], "media_result({id})", ADVICE)
