@@ -2,7 +2,8 @@
 process, a real stt worker and the real whisper model, through a plain WebSocket client: two
 turns in one session (24 kHz PCM16 spoken by the tts worker), two more ended by server VAD
 without a commit, bad events answered in OpenAI's `error` shape with the session going on,
-an append past the buffer bound, the older `transcription_session.update` names, the key
+an append past the buffer bound, speech without a pause committed in turns at the bound
+under server VAD, the older `transcription_session.update` names, the key
 (header, the browsers' subprotocol, none) and the bound on sessions held at once."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +218,46 @@ def test_server_vad_ends_each_turn_where_the_speaker_stops(
     assert [e["item_id"] for e in done] == [e["item_id"] for e in edges[2::3]]
     for event, said in zip(done, (FIRST, SECOND), strict=True):
         assert heard(said, event["transcript"]) >= 0.8, event
+
+
+def test_speech_without_a_pause_is_committed_in_turns_at_the_buffers_bound(
+    door: tuple[Cluster, Served, OpenAI],
+) -> None:
+    """Server VAD on speech longer than the buffer holds (a quarter MiB: 5.5 s at 24 kHz):
+    each turn ends at the bound and the next begins there, no append refused."""
+    cluster, _served, api = door
+    said = (SECOND, FIRST, "The meeting moved to Thursday afternoon.", SECOND, FIRST)
+    speech = b"".join(pcm24(api, text) for text in said) + bytes(24_000 * 2 * 2)
+    with serve(cluster, MCP_MEDIA_API__REALTIME_BUFFER_MB="0.25") as small:
+        ws = connect(small)
+        assert receive(ws)["type"] == "session.created"
+        vad = {"type": "server_vad", "silence_duration_ms": 1000}  # sentences' own pauses go on
+        update = {"type": "transcription", "audio": {"input": {
+            "transcription": {"language": "en"}, "turn_detection": vad}}}  # fmt: skip
+        send(ws, {"type": "session.update", "session": update})
+        assert receive(ws)["type"] == "session.updated"
+        append(ws, speech, piece=4800)  # 100 ms a message, no commit
+        send(ws, {"type": "input_audio_buffer.clear"})  # answered once every append is heard
+        events = [receive(ws)]
+        while events[-1]["type"] != "input_audio_buffer.cleared":
+            events.append(receive(ws))
+        committed = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.committed"]
+        while sum(1 for e in events if e["type"] == COMPLETED) < len(committed):
+            events.append(receive(ws))
+        ws.close()
+    assert not [e for e in events if e["type"] == "error"], events
+    edges = [e for e in events if e["type"].startswith("input_audio_buffer.speech")]
+    cuts = [
+        (ended, begun)
+        for ended, begun in pairwise(edges)
+        if ended["type"].endswith("stopped") and begun["type"].endswith("started")
+        and begun["audio_start_ms"] == ended["audio_end_ms"]
+    ]  # fmt: skip
+    assert len(committed) >= 2 and cuts, [(e["type"], e.get("audio_end_ms")) for e in edges]
+    done = [e for e in events if e["type"] == COMPLETED]
+    assert [e["item_id"] for e in done] == committed  # every turn transcribed, in order
+    text = " ".join(e["transcript"] for e in done)
+    assert heard(" ".join(said), text) >= 0.8, text
 
 
 def test_a_telephone_turn_in_mu_law(door: tuple[Cluster, Served, OpenAI]) -> None:

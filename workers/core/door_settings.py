@@ -49,6 +49,9 @@ class ApiSettings(BaseModel):
     realtime_sessions: int = Field(default=16, ge=1)
     realtime_minutes: float = Field(default=30.0, gt=0)
     realtime_buffer_mb: float = Field(default=15.0, gt=0)
+    # Server VAD: a turn spoken without a pause ends at this length, or where the buffer is
+    # full if that comes first, and the speech goes on as the next turn (silero's max speech).
+    realtime_turn_s: float = Field(default=20.0, gt=0)
 
 
 class McpSettings(BaseModel):

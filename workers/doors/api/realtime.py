@@ -2,7 +2,9 @@
 
 The client appends base64 PCM16 (`input_audio_buffer.append`) and ends each turn with
 `input_audio_buffer.commit`, or, with server VAD, the session ends it where the speaker
-stops (`speech_started`, `speech_stopped`, then `committed`: `realtime_vad`); each committed
+stops (`speech_started`, `speech_stopped`, then `committed`: `realtime_vad`), or where a turn
+spoken without a pause reaches the buffer's bound or the longest turn, the speech going on
+as the next turn, so that no append is refused while someone talks; each committed
 turn is one transcription job through the gateway (`realtime_turns`), its `.delta` and
 `.completed` events sent in commit order while the client goes on appending the next. The
 key is serve's: `Authorization: Bearer`, or from a browser the `openai-insecure-api-key.<key>`
@@ -118,7 +120,7 @@ class Session:
         audio = event.get("audio")
         if not isinstance(audio, str):
             raise EventError("`audio` must be base64 text", code="invalid_type", param="audio")
-        limit = int(self.ctx.settings.api.realtime_buffer_mb * 1024 * 1024)
+        limit = self.limit
         codec = self.config.codec
         if len(self.buffer) + decoded_size(codec, len(audio) * 3 // 4) > limit:  # before decoding
             raise EventError(
@@ -133,6 +135,23 @@ class Session:
             raise EventError("`audio` is not base64", code="invalid_value", param="audio") from None
         self.buffer += pcm
         return pcm
+
+    @property
+    def limit(self) -> int:
+        return int(self.ctx.settings.api.realtime_buffer_mb * 1024 * 1024)
+
+    def reaches_bound(self, event: dict[str, Any]) -> bool:
+        """Would this append take the turn being spoken past the buffer's bound or the
+        longest turn? (Server VAD; a turn shorter than a commit's least is not ended so.)"""
+        audio = event.get("audio")
+        if self.speech is None or not isinstance(audio, str):
+            return False
+        rate, end = self.config.rate, self.offset + len(self.buffer) // 2
+        if end - self.speech[1] < rate * MIN_TURN_S:
+            return False
+        size = decoded_size(self.config.codec, len(audio) * 3 // 4)  # before decoding
+        longest = rate * self.ctx.settings.api.realtime_turn_s
+        return len(self.buffer) + size > self.limit or end + size // 2 - self.speech[1] > longest
 
     def commit(self) -> tuple[str, bytes]:
         least = int(self.config.rate * 2 * MIN_TURN_S)
@@ -179,33 +198,39 @@ class Session:
         self.turns = ServerTurns(scoring.open(self.config.rate), vad, self.config.rate)
         self.vad_from, self.speech = self.offset + len(self.buffer) // 2, None
 
+    async def edge(self, kind: EdgeKind, at: int, queue: TurnQueue) -> None:
+        """`speech_started` (a new turn from sample `at`) or `speech_stopped` at `at`."""
+        ms = at * 1000 // self.config.rate
+        if kind is EdgeKind.STARTED:
+            self.speech = (item_id(), at)
+            fields = {"audio_start_ms": ms, "item_id": self.speech[0]}
+            await self.send(server_event("input_audio_buffer.speech_started", **fields))
+            return
+        item, start = self.speech or (item_id(), at)
+        self.speech = None
+        fields = {"audio_end_ms": ms, "item_id": item}
+        await self.send(server_event("input_audio_buffer.speech_stopped", **fields))
+        try:
+            await _enqueue(self, item, self.cut(start, at), queue)
+        except EventError as exc:
+            await self.refuse(exc, None)
+
+    async def split(self, queue: TurnQueue) -> None:
+        """End the turn being spoken where the buffer ends (its bound reached, the speaker
+        not stopped), and start the next there unless quiet had begun."""
+        assert self.turns is not None
+        end = self.offset + len(self.buffer) // 2
+        await self.edge(EdgeKind.STOPPED, end, queue)
+        if self.turns.cut():
+            await self.edge(EdgeKind.STARTED, end, queue)
+
     async def heard(self, pcm: bytes, queue: TurnQueue) -> None:
         """Server VAD on newly appended audio: each turn's edges sent, each ended turn
         committed; between turns the buffer keeps only what the next one's padding needs."""
         assert self.turns is not None
         rate = self.config.rate
         for edge in await self.turns.heard(pcm):
-            at = self.vad_from + edge.at_ms * rate // 1000
-            ms = at * 1000 // rate
-            if edge.kind is EdgeKind.STARTED:
-                self.speech = (item_id(), at)
-                await self.send(
-                    server_event(
-                        "input_audio_buffer.speech_started",
-                        audio_start_ms=ms,
-                        item_id=self.speech[0],
-                    )
-                )
-                continue
-            item, start = self.speech or (item_id(), at)
-            self.speech = None
-            await self.send(
-                server_event("input_audio_buffer.speech_stopped", audio_end_ms=ms, item_id=item)
-            )
-            try:
-                await _enqueue(self, item, self.cut(start, at), queue)
-            except EventError as exc:
-                await self.refuse(exc, None)
+            await self.edge(edge.kind, self.vad_from + edge.at_ms * rate // 1000, queue)
         if self.speech is None:  # the padding, and a window's worth the scorer may lag
             keep = rate * (self.turns.watch.vad.prefix_padding_ms + 100) // 1000
             self.drop(self.offset + len(self.buffer) // 2 - keep)
@@ -283,6 +308,8 @@ async def _answer(session: Session, event: dict[str, Any], queue: TurnQueue) -> 
         if refusal is not None:
             raise refusal
     elif kind == "input_audio_buffer.append":
+        if session.reaches_bound(event):  # speech without a pause: this turn ends here
+            await session.split(queue)
         pcm = session.append(event)
         if session.turns is not None:
             await session.heard(pcm, queue)

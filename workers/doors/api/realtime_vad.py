@@ -6,7 +6,8 @@ Speech starts on the first window at or above `threshold`, and its turn begins
 `prefix_padding_ms` before that window (never before the session's first sample); it stops
 once the probability has stayed under `threshold - 0.15` (silero's hysteresis) for
 `silence_duration_ms`, and the turn ends there, its trailing silence included, as OpenAI's
-`audio_end_ms` does. Times are milliseconds since the session's first sample.
+`audio_end_ms` does. Times are milliseconds since the session's first sample. A turn that
+reaches its bound is `cut` by the session: the next one starts at once unless quiet had begun.
 """
 
 from __future__ import annotations
@@ -72,6 +73,16 @@ class TurnWatch:
         self.speaking, self.silent_from = False, None
         return Edge(EdgeKind.STOPPED, round(end))
 
+    def cut(self) -> bool:
+        """The turn being spoken ends here, its speaker not stopped (the turn reached its
+        bound): True when the speech goes on as the next turn from here. Where quiet had begun
+        the watch goes quiet instead, so that the next turn starts with the speech, its
+        padding in, and is never a tail of silence ended by the silence it already counted."""
+        if self.speaking and self.silent_from is None:
+            return True
+        self.speaking, self.silent_from = False, None
+        return False
+
 
 class ServerTurns:
     """One session's server VAD: its scorer (state carried) and its watch."""
@@ -85,3 +96,6 @@ class ServerTurns:
         """The edges the newly appended audio completes (the model runs off the loop)."""
         probabilities = await to_thread.run_sync(self._scores.feed, pcm16)
         return self.watch.scores(probabilities)
+
+    def cut(self) -> bool:
+        return self.watch.cut()
