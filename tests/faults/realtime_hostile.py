@@ -17,15 +17,12 @@ runs `measure` after the Wyoming door's kinds.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -34,7 +31,8 @@ from pathlib import Path
 
 import websocket
 
-from tests.faults.wyoming_hostile import memory
+from tests.faults import door_report
+from tests.faults.door_report import memory
 from tests.support.cluster import ROOT
 from tests.support.net import free_port, wait_for_port
 
@@ -151,37 +149,11 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
 
 
 def lines(report: dict[str, object]) -> list[str]:
-    kinds = report["kinds"]
-    assert isinstance(kinds, dict)
-    out = []
-    for name, got in kinds.items():
-        before, after = got["memory_before"], got["memory_after"]
-        out.append(
-            f"realtime {name:14} {got['answers']}  {got['per_s']}/s  slowest {got['slowest_s']}"
-            f" s  RSS {before['VmRSS']} -> {after['VmRSS']} MiB (peak {after['VmHWM']})"
-        )
-    start, end = report["memory_start"], report["memory_end"]
-    assert isinstance(start, dict) and isinstance(end, dict)
-    out.append(
-        f"realtime session afterwards: {report['session_after']}  RSS {start['VmRSS']} -> "
-        f"{end['VmRSS']} MiB over every kind (peak {end['VmHWM']})"
-    )
-    return out
+    return door_report.lines("realtime", 14, report, "session_after", "session")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--count", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=16)
-    args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="realtime-hostile-"))
-    try:
-        report = measure(args.count, args.concurrency, home)
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-    for said in lines(report):
-        print(said)
-    return 0 if report["session_after"] == "session.created" else 2
+    return door_report.main("realtime", measure, lines, "session_after", "session.created")
 
 
 if __name__ == "__main__":

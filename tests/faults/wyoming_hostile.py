@@ -16,19 +16,18 @@ if the door died. `tests.faults.hostile` runs `measure` after the HTTP doors' ki
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from tests.faults import door_report
+from tests.faults.door_report import memory
 from tests.support.cluster import ROOT
 from tests.support.net import free_port, wait_for_port
 from tests.support.wyoming_door import wyoming_command
@@ -83,17 +82,6 @@ async def one(port: int, data: bytes, hold: float = 0.0) -> str:
         return f"lost:{type(exc).__name__}"
     finally:
         writer.close()
-
-
-def memory(proc: subprocess.Popen[bytes]) -> dict[str, float]:
-    if proc.poll() is not None:
-        raise SystemExit(f"the wyoming door died (exit {proc.returncode})")
-    found = {}
-    for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name in ("VmRSS", "VmHWM"):
-            found[name] = round(int(value.split()[0]) / 1024, 1)
-    return found
 
 
 async def burst(
@@ -165,37 +153,11 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
 
 
 def lines(report: dict[str, object]) -> list[str]:
-    kinds = report["kinds"]
-    assert isinstance(kinds, dict)
-    out = []
-    for name, got in kinds.items():
-        before, after = got["memory_before"], got["memory_after"]
-        out.append(
-            f"wyoming {name:17} {got['answers']}  {got['per_s']}/s  slowest {got['slowest_s']} s"
-            f"  RSS {before['VmRSS']} -> {after['VmRSS']} MiB (peak {after['VmHWM']})"
-        )
-    start, end = report["memory_start"], report["memory_end"]
-    assert isinstance(start, dict) and isinstance(end, dict)
-    out.append(
-        f"wyoming describe afterwards: {report['describe_after']}  RSS {start['VmRSS']} -> "
-        f"{end['VmRSS']} MiB over every kind (peak {end['VmHWM']})"
-    )
-    return out
+    return door_report.lines("wyoming", 17, report, "describe_after", "describe")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--count", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=16)
-    args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="wyoming-hostile-"))
-    try:
-        report = measure(args.count, args.concurrency, home)
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-    for said in lines(report):
-        print(said)
-    return 0 if report["describe_after"] == "info:" else 2
+    return door_report.main("wyoming", measure, lines, "describe_after", "info:")
 
 
 if __name__ == "__main__":
