@@ -197,7 +197,7 @@ class Proxy:
             )
         upstream.succeeded()
         raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        resolved = await self._read_links(peer, upstream, client, result)
+        resolved = await self._read_links(peer, upstream, client, raw["content"])
         if resolved is not None:
             raw["content"] = resolved.content
         if all(block.get("type") in PLAIN_BLOCKS for block in raw["content"]):
@@ -228,12 +228,13 @@ class Proxy:
         return types.CallToolResult.model_validate(rewritten)
 
     async def _read_links(
-        self, peer: Peer, upstream: Upstream, client: Any, result: types.CallToolResult
+        self, peer: Peer, upstream: Upstream, client: Any, content: list[dict[str, Any]]
     ) -> Resolved | None:
-        """The result's content with its resource links read on `client` (the session that
-        sent them), when the door resolves links and there is one; else None."""
+        """The result's `content` (its wire JSON) with its resource links read on `client`
+        (the session that sent them), when the door resolves links and there is one; else
+        None."""
         if not self.rewriter.options.resolve_links or not any(
-            block.type == "resource_link" for block in result.content
+            block.get("type") == "resource_link" for block in content
         ):
             return None
         reads = LinkReads(
@@ -244,10 +245,6 @@ class Proxy:
             max_bytes=self.rewriter.settings.max_blob_bytes,
             timeout=self.limits.link_read_timeout,
         )
-        content = [
-            block.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for block in result.content
-        ]
         try:
             return await resolve_links(content, reads)
         except Exception:  # a bug here never costs the result: its links stay as they came
