@@ -73,6 +73,12 @@ def markdown_path(original: Path) -> Path:
     return original.with_name(original.name + ".md")
 
 
+def is_saved_markdown(path: Path) -> bool:
+    """Whether `path` is the Markdown a digest saved beside its original (`markdown_path`),
+    not a document of its own."""
+    return path.suffix == ".md" and path.with_name(path.stem).is_file()
+
+
 def to_markdown(extracted: Extracted) -> str:
     parts = [f"# {extracted.title}\n"] if extracted.title else []
     for number, text in enumerate(extracted.texts, start=1):

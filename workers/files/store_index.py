@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pipelines.cache import OUTPUTS, MediaCache, file_sha256
+from pipelines.digest import is_saved_markdown
 from pipelines.errors import PermanentError
 from pipelines.ingest import digestible
 from pipelines.media import Capability, MediaKind
@@ -149,7 +150,7 @@ def _documents(root: Path, after: str) -> Iterator[Indexed]:
         for path in sorted(folder.iterdir()):
             if path.name.startswith(".") or path.is_symlink() or not path.is_file():
                 continue
-            if path.name.endswith(".md") and (folder / path.name[:-3]).is_file():
+            if is_saved_markdown(path):
                 continue  # a digest's Markdown beside its original
             if path.name == SPEECH_REQUEST:
                 continue  # what a voice was asked to say: no document of a tool's
