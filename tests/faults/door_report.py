@@ -7,6 +7,8 @@ import argparse
 import shutil
 import subprocess
 import tempfile
+import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +25,21 @@ def memory(proc: subprocess.Popen[bytes]) -> dict[str, float]:
         if name in ("VmRSS", "VmHWM"):
             found[name] = round(int(value.split()[0]) / 1024, 1)
     return found
+
+
+def figures(
+    unit: str, count: int, started: float, answers: Counter[str], slowest: float,
+    before: dict[str, float], after: dict[str, float],
+) -> dict[str, object]:  # fmt: skip
+    """One kind's figures: `count` connections or sessions (`unit`) from `started` on."""
+    return {
+        unit: count,
+        "per_s": round(count / (time.perf_counter() - started), 1),
+        "answers": dict(sorted(answers.items())),
+        "slowest_s": round(slowest, 3),
+        "memory_before": before,
+        "memory_after": after,
+    }
 
 
 def lines(door: str, width: int, report: dict[str, object], after: str, label: str) -> list[str]:

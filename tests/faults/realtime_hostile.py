@@ -130,14 +130,9 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
             lanes = 4 * SESSIONS if name == "session_flood" else min(concurrency, SESSIONS // 2)
             started = time.perf_counter()
             answers, slowest = burst(url, key, many, lanes, send, hold)
-            figures[name] = {
-                "sessions": many,
-                "per_s": round(many / (time.perf_counter() - started), 1),
-                "answers": dict(sorted(answers.items())),
-                "slowest_s": round(slowest, 3),
-                "memory_before": before,
-                "memory_after": memory(proc),
-            }
+            figures[name] = door_report.figures(
+                "sessions", many, started, answers, slowest, before, memory(proc)
+            )
         report["kinds"] = figures
         time.sleep(1.0)  # the flood's sessions counted closed
         report["session_after"] = one(url, key, lambda ws: None, 0.01)

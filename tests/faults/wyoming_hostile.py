@@ -135,14 +135,9 @@ def measure(count: int, concurrency: int, home: Path) -> dict[str, object]:
             if name == "connection_flood":
                 lanes = 4 * MAX_CONNECTIONS
             answers, slowest = asyncio.run(burst(port, count, lanes, data, hold))
-            figures[name] = {
-                "connections": count,
-                "per_s": round(count / (time.perf_counter() - started), 1),
-                "answers": dict(sorted(answers.items())),
-                "slowest_s": round(slowest, 3),
-                "memory_before": before,
-                "memory_after": memory(proc),
-            }
+            figures[name] = door_report.figures(
+                "connections", count, started, answers, slowest, before, memory(proc)
+            )
         report["kinds"] = figures
         report["describe_after"] = asyncio.run(one(port, frame("describe")))
         report["memory_end"] = memory(proc)
