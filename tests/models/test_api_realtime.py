@@ -311,6 +311,11 @@ def test_the_key_and_the_bound_on_sessions(door: tuple[Cluster, Served, OpenAI])
         assert (
             json.loads(refused.value.resp_body or b"{}")["error"]["type"] == "authentication_error"
         )
+    # a page rebound to our address names its own host: refused before the key is looked at
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        connect(served, host="attacker.example")
+    assert refused.value.status_code == 421
+    assert json.loads(refused.value.resp_body or b"{}")["error"]["code"] == "invalid_host"
     with ExitStack() as held:
         # a browser passes the key as a subprotocol, beside `realtime`
         protocols = ["realtime", f"openai-insecure-api-key.{served.key}"]

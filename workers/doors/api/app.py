@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from workers.core.cluster_view import ClusterView
 from workers.core.gateway import JobGateway
@@ -22,7 +23,7 @@ from workers.core.speech_scoring import SpeechScoring
 from workers.doors.api import health, metrics, models, page, realtime, speech, transcribe
 from workers.doors.api.auth import CATALOG_PATHS, check_bearer, needs_key
 from workers.doors.api.context import ApiContext
-from workers.doors.api.errors import ApiError
+from workers.doors.api.errors import ApiError, refuse_upgrade
 from workers.doors.api.metrics import ApiMetrics
 from workers.doors.http_heads import HeadLimits, HeadRefusal, head_protocol
 from workers.doors.listen import LOOPBACK_NAMES, host_allowed, is_loopback, machine_names
@@ -135,11 +136,15 @@ class HostGuard:
         self.names = LOOPBACK_NAMES if loopback else machine_names()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        # WebSocket upgrades too: a page rebound to 127.0.0.1 may open the Realtime socket.
+        if scope["type"] in ("http", "websocket"):
             host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
             if not host_allowed(host, self.names, addresses=not self.loopback):
                 error = ApiError(421, f"invalid Host header {host[:100]!r}", code="invalid_host")
-                await error.response()(scope, receive, send)
+                if scope["type"] == "http":
+                    await error.response()(scope, receive, send)
+                else:
+                    await refuse_upgrade(WebSocket(scope, receive, send), error)
                 return
         await self.app(scope, receive, send)
 

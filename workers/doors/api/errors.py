@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket
 
 _TYPES = {
     400: "invalid_request_error",
@@ -49,3 +50,12 @@ class ApiError(Exception):
             }
         }
         return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+async def refuse_upgrade(websocket: WebSocket, error: ApiError) -> None:
+    """A WebSocket upgrade refused: an HTTP answer in the door's shape where the server can
+    send one, else a close before the accept (the client's handshake fails with 403)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(error.response())
+    else:
+        await websocket.close(code=1008, reason=error.message[:120])

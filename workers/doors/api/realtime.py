@@ -31,7 +31,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from workers.core.speech_scoring import SpeechScoring
 from workers.doors.api.catalog import catalog, stt_model
 from workers.doors.api.context import ApiContext
-from workers.doors.api.errors import ApiError
+from workers.doors.api.errors import ApiError, refuse_upgrade
 from workers.doors.api.realtime_audio import decoded_size, to_pcm16
 from workers.doors.api.realtime_events import (
     EventError,
@@ -63,15 +63,6 @@ def _key_given(websocket: WebSocket) -> str:
         if protocol.startswith(KEY_PROTOCOL):
             return str(protocol[len(KEY_PROTOCOL) :])
     return ""
-
-
-async def _refuse(websocket: WebSocket, error: ApiError) -> None:
-    """The refusal before the upgrade: an HTTP answer in the door's shape where the server
-    can send one, else a close (the handshake fails with 403)."""
-    if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        await websocket.send_denial_response(error.response())
-    else:
-        await websocket.close(code=1008, reason=error.message[:120])
 
 
 def _check(websocket: WebSocket, key: str) -> ApiError | None:
@@ -340,7 +331,7 @@ def routes(ctx: ApiContext) -> list[BaseRoute]:
                 code="too_many_sessions", headers={"Retry-After": str(api.retry_after)},
             )  # fmt: skip
         if refusal is not None:
-            await _refuse(websocket, refusal)
+            await refuse_upgrade(websocket, refusal)
             return
         offered = websocket.scope.get("subprotocols") or []
         await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
