@@ -198,6 +198,10 @@ def test_the_agents_timeouts_against_our_waits() -> None:
     assert all(f.verdict is Verdict.OK for f in quick.values())
     untimed = judge_timeouts(Waits(api_wait=25.0))[0]
     assert untimed.verdict is Verdict.OK and "not timed" in untimed.said
+    # an upstream given whose proxy never listed its tools is no OK for hermes either
+    failed = judge_timeouts(Waits(api_wait=25.0, proxy_problem="exited with status 1"))[0]
+    assert failed.verdict is Verdict.WARN and "did not list" in failed.said
+    assert failed.fix
 
 
 def test_doctor_is_a_command_that_takes_an_upstream_after_a_double_dash() -> None:

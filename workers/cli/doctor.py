@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Generic, TypeVar
 
 from workers.cli.doctor_probes import (
@@ -112,15 +113,19 @@ def _judged(topic: str, probe: _Probe[T], judge: Callable[[T], Finding], seconds
     return _late(topic, facts) if isinstance(facts, str) else judge(facts)
 
 
-def _waits(settings: Settings, env: dict[str, str], proxy_ready: float | None) -> Waits:
-    """Our waits, and hermes' discovery timeout from its config.yaml when one sets it."""
+def _waits(settings: Settings, env: dict[str, str], proxied: Ready | None) -> Waits:
+    """Our waits, the proxy's time to its tools (`proxied`: when an upstream was given, its
+    timing or why there is none), and hermes' discovery timeout from its config.yaml when
+    one sets it."""
+    waits = Waits(settings.api.wait)
+    if proxied is not None:
+        problem = proxied.problem or ("" if proxied.seconds is not None else "not timed")
+        waits = replace(waits, proxy_ready=proxied.seconds, proxy_problem=problem)
     config = hermes_config(env)
     read = discovery_timeout(config)
     if read is None:
-        return Waits(settings.api.wait, proxy_ready=proxy_ready)
-    return Waits(
-        settings.api.wait, proxy_ready=proxy_ready, discovery=read, discovery_from=str(config)
-    )
+        return waits
+    return replace(waits, discovery=read, discovery_from=str(config))
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
@@ -153,16 +158,18 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
         _judged("store", store, judge_store, bound),
         _judged("vision", vision, judge_vision, bound),
     ]
-    proxy_ready: float | None = None
+    proxied: Ready | None = None
     if upstream is not None:
         timed = upstream.result(2 * upstream_timeout + SLACK)
         if isinstance(timed, str):
             findings.append(_late("upstream", timed))
+            proxied = Ready(problem=timed)
         else:
             alone, proxied = timed
             findings += judge_upstream(shown(command), alone, proxied)
-            proxy_ready = proxied.seconds
-    findings += judge_timeouts(_waits(settings, env, proxy_ready))
+            if alone.problem:
+                proxied = Ready(problem=alone.problem)
+    findings += judge_timeouts(_waits(settings, env, proxied))
     sys.stdout.write(render(findings))
     sys.stdout.flush()
     return exit_code(findings)

@@ -293,6 +293,7 @@ class Waits:
     api_wait: float  # MCP_MEDIA_API__WAIT: `serve` waits this long for a job
     door_wait: float = DOOR_WAIT
     proxy_ready: float | None = None  # measured, when an upstream was given
+    proxy_problem: str = ""  # why it was not, when an upstream was given
     # hermes' mcp_discovery_timeout, and where it was read ("" for its default)
     discovery: float = HERMES_DISCOVERY_TIMEOUT
     discovery_from: str = ""
@@ -338,6 +339,14 @@ def _discovery(waits: Waits) -> Finding:
     where = f"in {waits.discovery_from}" if waits.discovery_from else "by default"
     setting = f"mcp_discovery_timeout ({waits.discovery:g} s {where})"
     topic = "hermes discovery"
+    if waits.proxy_problem:
+        return Finding(
+            topic,
+            Verdict.WARN,
+            f"hermes chat waits {setting} for MCP tools; not timed: the proxy did not list "
+            "its tools (above)",
+            "mend the proxy first, then run doctor again",
+        )
     if waits.proxy_ready is None:
         return Finding(
             topic,
