@@ -124,6 +124,10 @@ def test_wait_says_at_once_that_no_worker_serves_the_queue(
     (job,) = json.loads(proc.stdout)["jobs"]
     assert job["status"] == "pending"
     assert cluster.cli_json("result", job["id"])["status"] == "pending"  # still queued
+    # Not waited for: said all the same, beside the agent's "still running" line.
+    quick = cluster.cli("ingest", str(image_result(tmp_path, [5], "q.json")), timeout=120)
+    assert quick.returncode == 0 and quick.stderr == _no_worker_line("vision")
+    assert "still running" in quick.stdout
 
     described = cluster.cli("describe", str(noisy_png(tmp_path / "d.png", 8)), "--wait", "3600")
     # not done within the wait it was given: try again later (75), the job stays queued

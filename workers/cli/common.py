@@ -177,7 +177,8 @@ def run_jobs(
     try:
         handles = client.submit(jobs, trace_id=trace_id, params=params, lane=lane)
         if args.wait:
-            handles = _wait_served(client, handles, args.wait)
+            return _wait_served(client, handles, args.wait)
+        _say_unserved(client, handles)  # not waited for: still no "still running" for nobody
         return handles
     finally:
         client.close()
@@ -197,14 +198,20 @@ def served_catalog(args: argparse.Namespace, settings: Settings) -> Catalog:
         client.close()
 
 
-def _wait_served(client: MediaClient, handles: list[JobHandle], timeout: float) -> list[JobHandle]:
-    """Wait for the jobs some live worker serves; say at once which queue has none."""
+def _say_unserved(client: MediaClient, handles: list[JobHandle]) -> dict[str, list[JobHandle]]:
+    """Say which queue of these jobs no live worker serves; those handles, by queue."""
     idle = client.unserved(handles)
     for queue in sorted(idle):
         say(
             f"no worker serves the {queue!r} queue; the job stays queued — "
             f"start one with: mcp-media worker --queues {queue}"
         )
+    return idle
+
+
+def _wait_served(client: MediaClient, handles: list[JobHandle], timeout: float) -> list[JobHandle]:
+    """Wait for the jobs some live worker serves; say at once which queue has none."""
+    idle = _say_unserved(client, handles)
     skipped = {id(h) for found in idle.values() for h in found}
     waited = iter(client.wait([h for h in handles if id(h) not in skipped], timeout))
     return [h if id(h) in skipped else next(waited) for h in handles]
