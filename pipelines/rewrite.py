@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -78,6 +78,7 @@ def rewrite_result(
     notes: Mapping[str, list[str]],
     policy: RewritePolicy,
     copies: FittedCopies | None = None,
+    linked: frozenset[int] = frozenset(),
 ) -> dict[str, Any]:
     """The CallToolResult (wire JSON) the model receives instead of `original`.
 
@@ -85,6 +86,8 @@ def rewrite_result(
     `notes` are the lines to show under each media sha256 (summaries, transcripts, or
     "still running" lines), as `pipelines.render.job_notes` builds them. `copies`: where
     `fit` keeps the copies it made, to send them again without encoding them again.
+    `linked`: the indexes of blocks the client gets as the resource link they were read
+    for: never sent as such, so their `MEDIA:` line is written whatever `tag_sent` says.
     """
     result = unwrap_result(original)
     blocks = result.get("content")
@@ -96,7 +99,8 @@ def rewrite_result(
     for index, block in enumerate(content):
         blob = stored.get(index)
         if blob is not None:
-            made = _media_block(block, blob, notes.get(blob.sha256, []), policy, copies)
+            told = replace(policy, tag_sent=True) if index in linked else policy
+            made = _media_block(block, blob, notes.get(blob.sha256, []), told, copies)
             about = len(made) > 1 and made[-1].get("type") == "text"
             movable += [
                 _Movable(len(out) + i, blob, about) for i, b in enumerate(made) if _carries_bytes(b)

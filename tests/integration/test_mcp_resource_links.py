@@ -119,3 +119,22 @@ def test_under_keep_links_are_left_alone_unless_the_setting_says_on(tmp_path: Pa
             assert [b.type for b in report.content] == ["text", "resource_link"]
 
     run(scenario)
+
+
+def test_a_linked_image_keeps_its_media_line_when_sent_media_are_not_tagged(
+    tmp_path: Path,
+) -> None:
+    """`--sent-media-tag omit` is for clients that write their own line for the media they
+    receive; a linked image goes back as its link, so no client has a file of it: ours."""
+
+    async def scenario() -> None:
+        args = ("--sent-media-tag", "omit", "--resolve-links", "on", "--", *UPSTREAM)
+        async with proxy(tmp_path / "home", tmp_path / "proxy.stderr", *args) as client:
+            picture = await call(client, "picture")
+            assert [b.type for b in picture.content] == ["text", "resource_link", "text"]
+            assert links(picture) == ["docs://picture.png"]
+            tag = texts(picture)[1].strip().splitlines()[0]
+            assert tag.startswith("MEDIA:") and tag.endswith(".png"), texts(picture)
+            assert Path(tag.removeprefix("MEDIA:")).is_file()
+
+    run(scenario)

@@ -6,8 +6,9 @@ python -m tests.support.links_upstream
 Resources, under the scheme LINKS_UPSTREAM_SCHEME (`docs`): `report.pdf` (a generated
 two-page PDF holding REPORT_SENTENCE), `notes.txt` (text), `slow.pdf` (answered after
 LINKS_UPSTREAM_SLOW seconds, 60 by default), `big.bin` (LINKS_UPSTREAM_BIG bytes, 300000 by
-default). Tools: `report`, `notes`, `slow`, `big`, `missing` (a link to a resource it does
-not have) each answer a caption and a link; `foreign` links to LINKS_UPSTREAM_FOREIGN.
+default), `picture.png` (a small PNG). Tools: `report`, `notes`, `slow`, `big`, `picture`,
+`missing` (a link to a resource it does not have) each answer a caption and a link;
+`foreign` links to LINKS_UPSTREAM_FOREIGN.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from tests.support.factories import noisy_png
 from tests.support.pdf_writer import build_pdf, text_pages
 
 REPORT_SENTENCE = "The quarterly tide tables were signed by the harbour master."
@@ -33,6 +35,7 @@ LINKED = {
     "notes": ("notes.txt", "text/plain"),
     "slow": ("slow.pdf", "application/pdf"),
     "big": ("big.bin", "application/octet-stream"),
+    "picture": ("picture.png", "image/png"),
     "missing": ("gone.pdf", "application/pdf"),
 }
 TOOLS = [
@@ -73,9 +76,11 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> An
         if asked == uri("slow.pdf"):
             await anyio.sleep(float(os.environ.get("LINKS_UPSTREAM_SLOW", "60")))
         data = report_pdf()
+    elif asked == uri("picture.png"):
+        data = noisy_png(7)
     else:
         raise MCPError(-32002, f"resource not found: {asked}")
-    mime = "application/pdf" if asked.endswith(".pdf") else "application/octet-stream"
+    mime = next((m for f, m in LINKED.values() if uri(f) == asked), "application/octet-stream")
     blob = types.BlobResourceContents(
         uri=asked, mime_type=mime, blob=base64.b64encode(data).decode()
     )

@@ -45,6 +45,11 @@ class Resolved:
     content: list[dict[str, Any]]
     embedded: tuple[tuple[dict[str, Any], dict[str, Any]], ...]
 
+    def linked(self) -> frozenset[int]:
+        """Where in `content` the blocks stand that go back to the client as links."""
+        made = {id(block) for block, _ in self.embedded}
+        return frozenset(i for i, block in enumerate(self.content) if id(block) in made)
+
 
 class LinkUnread(Exception):
     """Why a link stays a link, in one line."""

@@ -205,7 +205,10 @@ class Proxy:
             return result if resolved is None else types.CallToolResult.model_validate(raw)
         try:
             rewritten = await self.rewriter.rewrite_async(
-                raw, upstream.name, client_named(connection_of(ctx))
+                raw,
+                upstream.name,
+                client_named(connection_of(ctx)),
+                resolved.linked() if resolved is not None else frozenset(),
             )
         except InvalidToolResult as exc:  # forwarded as it came: never lose a result
             log.warning("result of %s not rewritten: %s", params.name, exc)

@@ -161,16 +161,18 @@ class MediaRewriter:
         result: Mapping[str, Any],
         server: str | None = None,
         client: ClientName | None = None,
+        linked: frozenset[int] = frozenset(),
     ) -> dict[str, Any]:
         """The rewritten CallToolResult (wire JSON) for `client` (as its `initialize` named
-        it); raises InvalidToolResult for non-results."""
+        it); `linked`: the blocks it gets back as links (`pipelines.rewrite`). Raises
+        InvalidToolResult for non-results."""
         rendered = ingest(
             result,
             cache=self.settings.media_cache(),
             server=server or self.options.server,
         )
         handles = self.run(rendered.jobs, self.options.wait)
-        return self._rewritten(result, rendered, handles, client)
+        return self._rewritten(result, rendered, handles, client, linked)
 
     def _rewritten(
         self,
@@ -178,6 +180,7 @@ class MediaRewriter:
         rendered: RenderedResult,
         handles: list[JobHandle],
         client: ClientName | None = None,
+        linked: frozenset[int] = frozenset(),
     ) -> dict[str, Any]:
         notes = job_notes(handles, MCP_FETCH, ADVICE)
         for blob in rendered.media:
@@ -186,7 +189,7 @@ class MediaRewriter:
             with suppress(OSError):
                 os.utime(blob.path)
         policy = self.options.policy_for(client)
-        rewritten = rewrite_result(result, rendered, notes, policy, self.copies)
+        rewritten = rewrite_result(result, rendered, notes, policy, self.copies, linked)
         return own_lines(unwrap_result(result).get("content"), rewritten)
 
     async def rewrite_async(
@@ -194,6 +197,7 @@ class MediaRewriter:
         result: Mapping[str, Any],
         server: str | None = None,
         client: ClientName | None = None,
+        linked: frozenset[int] = frozenset(),
     ) -> dict[str, Any]:
         """`rewrite` for a caller on the event loop, handing a worker thread only what may
         block. A result whose media are all proved and cached already (the same screenshot
@@ -201,7 +205,7 @@ class MediaRewriter:
         rewritten on the loop; a new blob (written, synced, decoded), a job to wait for, or
         a broker to ask goes to a thread. On a busy machine each hand-off waits for a core."""
         if not (await self._gateway_ready()).runs_here:  # asking a broker: a round trip
-            return await anyio.to_thread.run_sync(self.rewrite, result, server, client)
+            return await anyio.to_thread.run_sync(self.rewrite, result, server, client, linked)
         try:
             rendered = ingest(
                 result,
@@ -210,7 +214,7 @@ class MediaRewriter:
                 known_only=True,
             )
         except NeedsWork:
-            return await anyio.to_thread.run_sync(self.rewrite, result, server, client)
+            return await anyio.to_thread.run_sync(self.rewrite, result, server, client, linked)
         # Stored results are in memory (or one small sidecar file): found without a thread.
         handles = self.run(rendered.jobs, 0)
         wait = self.options.wait
@@ -220,9 +224,9 @@ class MediaRewriter:
             blob.kind is MediaKind.IMAGE for blob in rendered.media
         ):  # a copy to decode and encode, or to read and hash
             return await anyio.to_thread.run_sync(
-                self._rewritten, result, rendered, handles, client
+                self._rewritten, result, rendered, handles, client, linked
             )
-        return self._rewritten(result, rendered, handles, client)
+        return self._rewritten(result, rendered, handles, client, linked)
 
     def run(
         self, jobs: Sequence[JobRequest], wait: float, params: Mapping[str, Any] | None = None
