@@ -95,7 +95,8 @@ def to_markdown(extracted: Extracted) -> str:
     return "\n".join(parts)
 
 
-def _write_beside(original: Path, text: str) -> Path:
+def write_beside(original: Path, text: str) -> Path:
+    """`text` saved as the Markdown of `original` (`markdown_path`), whole or not at all."""
     # Whole or absent (a rename), but not synced: the Markdown is derived from the original
     # and read_document writes it again when it is missing or empty, so a crash costs a
     # re-read, while an fsync per document would cost more than reading its pages.
@@ -129,7 +130,7 @@ def digest_document(path: Path, config: DigestConfig, extractor: Extractor) -> S
                 f"no text on the {len(extracted.texts)} pages read "
                 f"(OCR reads at most {config.ocr_pages} scanned pages)",
             )
-        saved = _write_beside(path, markdown)
+        saved = write_beside(path, markdown)
     except (DocumentError, ExtractorFailed) as exc:
         return StageOutcome(Status.DEGRADED, reason=str(exc)[:500], outcome=exc.outcome)
     except OSError as exc:

@@ -426,7 +426,7 @@ def digest_note(output: Mapping[str, Any]) -> str | None:
     """A document's digest: its title, pages and first text as untrusted data, then our own
     line naming the Markdown file that holds all the text read."""
     excerpt, markdown = output.get("excerpt"), output.get("markdown")
-    if not isinstance(excerpt, str) or not isinstance(markdown, str):
+    if not isinstance(excerpt, str):
         return None
     pages, read = output.get("pages"), output.get("pages_read")
     counted = f"{pages}" if pages == read else f"{pages} ({read} read)"
@@ -438,6 +438,11 @@ def digest_note(output: Mapping[str, Any]) -> str | None:
     body = "\n".join([*head, f"Pages: {counted}", "", excerpt])
     chars = output.get("chars")
     shown = f"the first {len(excerpt)} of {chars} characters are above" if chars else ""
+    if not isinstance(markdown, str):  # its text is on another machine
+        return (
+            f"{wrap_untrusted(Capability.DOCUMENT_DIGEST.value, body)}\n"
+            f"[{shown or 'the first characters are above'} — read on with the read_document tool]"
+        )
     return (
         f"{wrap_untrusted(Capability.DOCUMENT_DIGEST.value, body)}\n"
         f"[document text saved to {one_line(markdown, 1000)} ({shown}) — read on with "

@@ -13,7 +13,9 @@ import pytest
 
 from pipelines.media import Capability, MediaKind, StoredBlob
 from pipelines.results import Status
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import Cluster, write_result
+from tests.integration.test_document_jobs import LATE, good_pdf, pdf_block
+from tests.integration.test_mcp_first_contact import door, run, texts
 from tests.integration.test_recovery import recovery
 from tests.integration.test_vision_jobs import image_result, noisy_png
 from tests.support.seaweed import SeaweedS3
@@ -123,6 +125,41 @@ def test_reprocess_on_a_producer_sees_what_the_cluster_did(nodes: Nodes, tmp_pat
     c.env_vars.update({k: v for k, v in a.env_vars.items() if k != "MCP_MEDIA_HOME"})
     plan = c.cli_json("reprocess", "--all", "--dry-run")
     assert plan["selected"] == 2, plan
+
+
+def test_a_document_digested_on_another_node_is_read_where_it_was_asked(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    a, b = nodes
+    b.start_worker("documents", 1)
+    result = write_result(tmp_path / "r.json", [pdf_block(good_pdf(), "log.pdf")])
+    out = a.cli_json("ingest", str(result), "--wait", "120")
+    [job] = out["jobs"]
+    assert job["status"] == "done", job
+    # The text the agent is pointed to is on node A, beside A's copy of the document.
+    markdown = Path(job["result"]["output"]["markdown"])
+    assert markdown.is_relative_to(a.home) and markdown.is_file(), markdown
+    assert f"[document text saved to {markdown} (" in out["text"]
+    assert LATE in markdown.read_text(encoding="utf-8")  # all of it, not the excerpt
+    assert any((b.home / "cache" / "documents").rglob("*.md"))  # written by B's worker
+    # The text shared in the bucket is our output, not a document to digest again.
+    plan = a.cli_json("reprocess", "--kind", "document", "--all", "--dry-run")
+    assert plan["selected"] == 1, plan
+
+    markdown.unlink()  # gone (a cache cleaned by hand): read_document gets it back from the bucket
+
+    async def scenario() -> None:
+        stderr = tmp_path / "mcp.stderr"
+        async with door(a.home, stderr, "mcp", "--wait", "120", **a.env_vars) as client:
+            read = await client.call_tool(
+                "read_document", {"document": job["sha256"], "pages": "7"}
+            )
+            assert not read.is_error, texts(read)
+            assert LATE in texts(read)[0]
+            assert read.structured_content is not None
+            assert read.structured_content["path"] == str(markdown)
+
+    run(scenario)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from pipelines import MediaCache, ingest
 from pipelines.media import Capability, MediaKind
 from pipelines.outcomes import Outcome
-from pipelines.render import job_notes, render_with_jobs, saved_document
+from pipelines.render import job_notes, render_with_jobs, result_note, saved_document
 from pipelines.results import Envelope, ResultKey, Status
 from pipelines.rewrite import RewritePolicy, rewrite_result
 from tests.support.factories import result
@@ -112,3 +112,14 @@ def test_only_pdfs_get_a_digest(cache: MediaCache) -> None:
     resource = {"uri": "file:///a.zip", "mimeType": "application/zip", "blob": "UEsDBA=="}
     rendered = ingest(result({"type": "resource", "resource": resource}), cache=cache)
     assert len(rendered.media) == 1 and rendered.jobs == ()
+
+
+def test_a_digest_whose_text_is_on_another_machine_names_no_path(tmp_path: Path) -> None:
+    output = digest_output(tmp_path / "dam.pdf.md", "Dam")
+    del output["markdown"]  # what a node without the text is handed: never a foreign path
+    key = ResultKey(Capability.DOCUMENT_DIGEST, "abc", "0" * 64)
+    note = result_note(Envelope(Status.DONE, key, output))
+    assert note is not None and SENTENCE in note
+    last = note.splitlines()[-1]
+    assert "saved to" not in note and "read_document" in last
+    assert "the first " in last and " of 9000 characters are above" in last

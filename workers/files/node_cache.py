@@ -84,6 +84,26 @@ class NodeCache:
         if self.replicas:
             self._mark_replica(ref.sha256)
 
+    def shared_bytes(self, ref: BlobRef, limit: int) -> bytes | None:
+        """The bytes of a blob another node published, read from the shared store (not
+        kept in this cache), at most `limit` of them and checked against the ref; None
+        when there is no shared store, or it is not there, larger or torn."""
+        if not self.blobs.remote or ref.size > limit:
+            return None
+        read = bytearray()
+        try:
+            for chunk in self.blobs.chunks(ref):
+                read += chunk
+                if len(read) > limit:
+                    return None
+        except Exception as exc:  # lost, or the store is down: the caller does without
+            log.warning("blob %s not read from %s: %s", ref.sha256[:16], self.blobs.describe(), exc)
+            return None
+        if hashlib.sha256(read).hexdigest() != ref.sha256:
+            log.warning("blob %s arrived with other bytes: not used", ref.sha256[:16])
+            return None
+        return bytes(read)
+
     def _mark_replica(self, sha256: str) -> None:
         folder = self.cache.root / REPLICAS
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ from workers.files.blobs import BlobRef
 from workers.files.node_cache import NodeCache, input_ref
 from workers.files.shared_files import SharedFiles, open_shared_files
 from workers.gateways.announced import Announcements
+from workers.gateways.digest_text import digest_here
 from workers.gateways.waits import Waits, wait_for, wait_for_async
 from workers.state.admission import Decision, Submission, WaitBudget
 from workers.state.cancellation import progress as job_progress
@@ -167,7 +168,10 @@ class MediaClient(JobGateway):
 
     def localised(self, envelope: Envelope) -> Envelope:
         """The envelope with its output blob (spoken audio) in this machine's cache and its
-        path and media tag pointing there: made on another node, it is fetched once."""
+        path and media tag pointing there: made on another node, it is fetched once. A
+        digest's text likewise, saved beside this machine's copy of the document."""
+        if envelope.key.capability is Capability.DOCUMENT_DIGEST and self.files.shared_nothing:
+            return digest_here(self.node, envelope, self.settings.max_blob_bytes)
         if not isinstance(envelope.output.get("blob"), dict):
             return envelope
         given = envelope.output.get("path")

@@ -8,13 +8,14 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pipelines.cache import file_sha256
 from pipelines.digest import digest_document
 from pipelines.errors import Skipped, Stopped
-from pipelines.media import Capability
+from pipelines.media import Capability, MediaKind
 from pipelines.outcomes import Outcome
 from pipelines.results import StageOutcome, Status
 from pipelines.vision import ProviderKind, summarize_image
@@ -106,11 +107,26 @@ def synthesize(
 
 
 def digest(resources: Resources, path: Path) -> StageOutcome:
-    """Read one document (in a capped child process) and save its text beside it."""
+    """Read one document (in a capped child process) and save its text beside it; where
+    nodes share only a bucket, the text goes there too (`markdown_blob`), for read_document
+    on the node that asked (its copy of the document has no text beside it)."""
     if not resources.settings.documents.enabled:
         raise Skipped("document digests are turned off")
     config = digest_config(resources.settings)
-    return digest_document(path, config, resources.document_extractor())
+    outcome = digest_document(path, config, resources.document_extractor())
+    if outcome.status is Status.DONE and resources.node.blobs.remote:
+        markdown = Path(str(outcome.output["markdown"]))
+        try:
+            ref = BlobRef(
+                str(file_sha256(markdown)), MediaKind.DOCUMENT, ".md", markdown.stat().st_size
+            )
+            resources.node.publish(ref, markdown, "text/markdown")
+        except Exception as exc:  # the digest stands: read_document digests again there
+            log.warning("digest text of %s not shared: %s", path.name, exc)
+        else:
+            output = {**outcome.output, "markdown_blob": ref.to_json()}
+            return replace(outcome, output=output)
+    return outcome
 
 
 Stage = Callable[[Resources, Path, Mapping[str, Any]], StageOutcome]

@@ -155,6 +155,17 @@ def document_result(doc: CachedDocument, part: dict[str, Any]) -> types.CallTool
     )
 
 
+def text_here(gateway: JobGateway, doc: CachedDocument, wait: float) -> JobHandle | None:
+    """Make the Markdown of `doc` readable on this machine: a digest that ran on another
+    node (nodes sharing only a bucket) leaves its text beside our copy once its result is
+    looked up; else the digest runs again, waited for at most `wait` seconds. The handle
+    of that run; None when none was needed."""
+    gateway.get(gateway.key(Capability.DOCUMENT_DIGEST, doc.sha256))
+    if doc.has_text():
+        return None
+    return digest_again(gateway, doc, wait)
+
+
 def digest_again(gateway: JobGateway, doc: CachedDocument, wait: float) -> JobHandle:
     """A digest job for `doc`, forced as reprocess forces it: run again, not answered by the
     result it had (whose Markdown is gone); waited for at most `wait` seconds."""

@@ -312,10 +312,10 @@ class OwnTools:
             chars = docs.bounded_chars(arguments.get("max_chars"))
             cache = self.settings.media_cache()
             doc = await anyio.to_thread.run_sync(docs.locate, cache, arguments.get("document"))
-            if not doc.has_text():  # not digested yet, or its Markdown is gone: digest it now
+            if not doc.has_text():  # digested elsewhere, not yet, or its Markdown is gone
                 gateway, wait = self.rewriter.gateway, self._wait(arguments)
-                handle = await anyio.to_thread.run_sync(docs.digest_again, gateway, doc, wait)
-                if not doc.has_text():  # still running, or why it could not be read
+                handle = await anyio.to_thread.run_sync(docs.text_here, gateway, doc, wait)
+                if handle is not None and not doc.has_text():  # running, or why not read
                     return error_result(f"read_document: {docs.not_read(handle, MCP_FETCH)}")
             text = await anyio.to_thread.run_sync(doc.markdown.read_text)
             part = docs.read_range(text, pages, arguments.get("offset"), chars)
