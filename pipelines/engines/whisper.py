@@ -60,6 +60,9 @@ from pipelines.speech.transcript import Segment, Word
 
 Samples = NDArray[np.float32]
 
+# Windows per encoder run: at 8 the run's attention scores (about 0.4 GB a layer for tiny)
+# outgrow the caches and 8 windows took twice as long as two runs of 4 (2 cores).
+_ENCODER_ROWS = 4
 _TOKENS_PER_S = 6  # a budget no speech exceeds, so a decoding loop ends early
 
 
@@ -178,11 +181,12 @@ class OrtWhisper:
         return self._window(decoded, frames, language, (samples, prompt, cross) if timed else None)
 
     def decode_windows(self, windows: Sequence[Samples], language: str = "") -> list[DecodedWindow]:
-        """Each window decoded as `decode_window` would, in one encoder run and one decoder
-        run a step for them all (`whisper_greedy.decode_in_lockstep`). Their features are
-        padded to the longest with zero frames, as each window's own padding is (whisper
-        pads every window to 30 s). A multilingual model not told the language decodes
-        window after window (each detects its own)."""
+        """Each window decoded as `decode_window` would, in one encoder run (of up to
+        `_ENCODER_ROWS` windows) and one decoder run a step for them all
+        (`whisper_greedy.decode_in_lockstep`). Their features are padded to the longest
+        with zero frames, as each window's own padding is (whisper pads every window to
+        30 s). A multilingual model not told the language decodes window after window
+        (each detects its own)."""
         if len(windows) < 2 or (self.meta.multilingual and not language):
             return [self.decode_window(samples, language) for samples in windows]
         inputs = [
@@ -193,7 +197,14 @@ class OrtWhisper:
         mel = np.zeros((len(inputs), meta.n_mels, max(m.shape[2] for m, _ in inputs)), np.float32)
         for row, (features, _) in enumerate(inputs):
             mel[row, :, : features.shape[2]] = features[0]
-        cross = dict(zip(self._cross, self._encoder.run(None, {"mel": mel}), strict=True))
+        parts = [
+            self._encoder.run(None, {"mel": mel[at : at + _ENCODER_ROWS]})
+            for at in range(0, len(mel), _ENCODER_ROWS)
+        ]
+        cross = {
+            name: np.concatenate([outputs[j] for outputs in parts])
+            for j, name in enumerate(self._cross)
+        }
         prompt = self._prompt(language)
         rows = [GreedyRow(meta, self._suppressed, self._budget(n)) for _, n in inputs]
         cache = np.empty((len(self._past), len(rows), meta.n_text_ctx, meta.n_text_state), "f4")
