@@ -13,10 +13,10 @@ It runs through:
   (`bench.peers.whisper_ct2_dir`), int8, beam 1, two CPU threads, at batch 2, 4 and 8: its
   best is the baseline.
 
-Each side uses both cores. Times are wall seconds, best of `ROUNDS` alternating rounds for
-our best batch and the peer's best batch (one round for the others): on a shared machine
-process time would count every thread's work, not how soon the transcript is there. Model
-loading is outside the timings on both sides.
+Each side uses both cores. Times are wall seconds, best of `ROUNDS` rounds for every batch
+size on both sides, the two sides alternating (one round one window at a time): on a shared
+machine process time would count every thread's work, not how soon the transcript is there.
+Model loading is outside the timings on both sides.
 """
 
 from __future__ import annotations
@@ -126,18 +126,16 @@ def run() -> None:
 
     ours(BATCHES[0])()  # warm both before timing (VAD, first sessions' runs)
     peer(BATCHES[0])()
-    for size in BATCHES:
-        measure(f"faster-whisper batch {size}", peer(size))
-        measure(f"ours batch {size}", ours(size))
+    for _ in range(ROUNDS):
+        for size in BATCHES:
+            measure(f"faster-whisper batch {size}", peer(size))
+            measure(f"ours batch {size}", ours(size))
 
     def best_of(side: str) -> int:
         return min(BATCHES, key=lambda size: figures[f"{side} batch {size}"][0])
 
     peer_best, ours_best = best_of("faster-whisper"), best_of("ours")
     peer_name, ours_name = f"faster-whisper batch {peer_best}", f"ours batch {ours_best}"
-    for _ in range(ROUNDS - 1):
-        measure(peer_name, peer(peer_best))
-        measure(ours_name, ours(ours_best))
     measure("ours one window at a time", ours(1))
     (o, o_wer), (p, p_wer) = figures[ours_name], figures[peer_name]
     one, one_wer = figures["ours one window at a time"]
