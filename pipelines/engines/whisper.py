@@ -1,4 +1,6 @@
-"""whisper on onnxruntime: log-mel features, the encoder once per window, greedy decoding.
+"""whisper on onnxruntime: log-mel features, the encoder once per window, greedy decoding;
+one window at a time, or many in one call (`recognise_windows`: one encoder run for all of
+them, then one decoder run a step, `whisper_greedy.decode_in_lockstep`).
 
 Runs the folders `models prepare` builds (`workers/provisioning/whisper_export.py`): the
 encoder hands each decoder layer its own cross-attention keys/values, and a decoder step takes
@@ -11,14 +13,13 @@ Decoding is greedy with timestamps, as whisper and faster-whisper decode by defa
 prompt ``<|startoftranscript|> [<|lang|> <|task|>]``, then the most likely token under
 whisper's timestamp rules (`whisper_timestamps`) and its suppressed tokens, until
 ``<|endoftext|>`` or a budget of 6 text tokens per second of audio (a loop on one phrase ends
-there). The window is not padded to whisper's 30 s: its features are followed by frames of
-zeros, which is what lets whisper end the text. A multilingual model not told the language
-detects it from the first step's language-token logits, as whisper does.
+there). The window is not padded to whisper's 30 s: its features (`whisper_features`) are
+followed by frames of zeros, which is what lets whisper end the text. A multilingual model not
+told the language detects it from the first step's language-token logits, as whisper does.
 """
 
 from __future__ import annotations
 
-import base64
 import threading
 import zlib
 from collections.abc import Sequence
@@ -29,10 +30,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pipelines.engines.ort import cpu_session
+from pipelines.engines.whisper_features import (
+    HOP,
+    N_FFT,
+    RATE,
+    WhisperMeta,
+    encoder_input,
+    read_vocabulary,
+)
+from pipelines.engines.whisper_greedy import Cross, Decoded, GreedyRow, decode_in_lockstep
 from pipelines.engines.whisper_timestamps import (
     SECONDS_PER_TIMESTAMP,
     TimedTokens,
-    apply_timestamp_rules,
     split_window,
 )
 from pipelines.engines.whisper_words import (
@@ -47,32 +56,14 @@ from pipelines.engines.whisper_words import (
     word_spans,
 )
 from pipelines.errors import ConfigError
-from pipelines.onnx_metadata import read_onnx_metadata
 from pipelines.speech.transcript import Segment, Word
 
 Samples = NDArray[np.float32]
 
-RATE = 16_000
-_N_FFT = 400
-_HOP = 160
-_MAX_FRAMES = 3000  # 30 s: the encoder's position table
-_MIN_TAIL_FRAMES = 50  # audio is cut so that at least this much padding follows it
+# Windows per encoder run: at 8 the run's attention scores (about 0.4 GB a layer for tiny)
+# outgrow the caches and 8 windows took twice as long as two runs of 4 (2 cores).
+_ENCODER_ROWS = 4
 _TOKENS_PER_S = 6  # a budget no speech exceeds, so a decoding loop ends early
-# whisper's silence rule: a window is nobody speaking when <|nospeech|> is likely at the start
-# and the text decoded is not confident (its `no_speech_threshold`, `logprob_threshold`).
-_NO_SPEECH_PROB = 0.6
-_LOGPROB_FLOOR = -1.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Decoded:
-    tokens: list[int]  # after the prompt, the end of text excluded
-    no_speech_prob: float  # of <|nospeech|> at <|startoftranscript|>
-    avg_logprob: float  # per token chosen, the end of text included
-
-    @property
-    def silent(self) -> bool:
-        return self.no_speech_prob > _NO_SPEECH_PROB and self.avg_logprob <= _LOGPROB_FLOOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,117 +81,6 @@ def compression_ratio(text: str) -> float:
     above 2.4 a window is taken to be looping)."""
     data = text.encode("utf-8")
     return len(data) / len(zlib.compress(data)) if data else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class WhisperMeta:
-    """What the encoder's metadata says about the model (sherpa-onnx's key names)."""
-
-    n_mels: int
-    n_text_layer: int
-    n_text_ctx: int
-    n_text_state: int
-    n_vocab: int
-    sot: int
-    eot: int
-    no_timestamps: int
-    transcribe: int
-    translate: int
-    multilingual: bool
-    languages: dict[str, int]
-    no_speech: int
-    blank: int
-    # Never chosen: symbols whisper writes for non-speech ("♪", "[", ...) and the prompt's
-    # own special tokens (whisper's and faster-whisper's default `suppress_tokens`).
-    suppressed: tuple[int, ...]
-
-    @property
-    def timestamp_begin(self) -> int:
-        """The first timestamp token (<|0.00|>), right after <|notimestamps|>."""
-        return self.no_timestamps + 1
-
-    @classmethod
-    def read(cls, encoder: Path) -> WhisperMeta:
-        meta = read_onnx_metadata(encoder)
-        try:
-
-            def ints(key: str) -> tuple[int, ...]:
-                return tuple(int(x) for x in meta.get(key, "").split(",") if x.strip())
-
-            codes = [c for c in meta.get("all_language_codes", "").split(",") if c]
-            return cls(
-                n_mels=int(meta["n_mels"]),
-                n_text_layer=int(meta["n_text_layer"]),
-                n_text_ctx=int(meta["n_text_ctx"]),
-                n_text_state=int(meta["n_text_state"]),
-                n_vocab=int(meta["n_vocab"]),
-                sot=int(meta["sot"]),
-                eot=int(meta["eot"]),
-                no_timestamps=int(meta["no_timestamps"]),
-                transcribe=int(meta["transcribe"]),
-                translate=int(meta["translate"]),
-                multilingual=meta["is_multilingual"] != "0",
-                languages=dict(zip(codes, ints("all_language_tokens"), strict=True)),
-                no_speech=int(meta["no_speech"]),
-                blank=int(meta["blank_id"]),
-                suppressed=(
-                    *ints("non_speech_tokens"),
-                    *(int(meta[k]) for k in ("transcribe", "translate", "sot", "no_speech")),
-                    *(int(meta[k]) for k in ("sot_prev", "sot_lm") if k in meta),
-                ),
-            )
-        except (KeyError, ValueError) as exc:
-            raise ConfigError(f"{encoder}: whisper metadata unusable ({exc})") from None
-
-
-def read_vocabulary(tokens: Path) -> list[bytes]:
-    """``<base64 bytes> <rank>`` per line, ranks 0, 1, 2, ... in order."""
-    vocabulary: list[bytes] = []
-    for number, line in enumerate(tokens.read_text(encoding="ascii").splitlines()):
-        encoded, _, rank = line.partition(" ")
-        if rank != str(number):
-            raise ConfigError(f"{tokens}:{number + 1} is not '<base64> {number}'")
-        try:
-            # multilingual.tiktoken writes one empty token as a lone "="
-            empty = encoded == "="
-            vocabulary.append(b"" if empty else base64.b64decode(encoded, validate=True))
-        except ValueError:
-            raise ConfigError(f"{tokens}:{number + 1} is not base64") from None
-    return vocabulary
-
-
-def log_mel(samples: Samples, filters: NDArray[np.float32]) -> NDArray[np.float32]:
-    """whisper's normalised log-mel spectrogram [n_mels, len // 160] of `samples`."""
-    audio = samples
-    if len(audio) < _N_FFT:
-        audio = np.concatenate([audio, np.zeros(_N_FFT - len(audio), np.float32)])
-    padded = np.pad(audio, _N_FFT // 2, mode="reflect")
-    frames = np.lib.stride_tricks.sliding_window_view(padded, _N_FFT)[::_HOP][:-1]
-    window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(_N_FFT) / _N_FFT)).astype(np.float32)
-    power = np.abs(np.fft.rfft(frames * window, axis=1)) ** 2
-    mel = filters @ power.T.astype(np.float32)
-    log = np.log10(np.maximum(mel, 1e-10))
-    log = np.maximum(log, log.max() - 8.0)
-    features: NDArray[np.float32] = ((log + 4.0) / 4.0).astype(np.float32)
-    return features
-
-
-def encoder_input(
-    samples: Samples, filters: NDArray[np.float32], tail_frames: int
-) -> tuple[NDArray[np.float32], int]:
-    """([1, n_mels, frames] for the encoder, frames of audio in it).
-
-    The audio's features, cut to leave room for padding within 30 s, then `tail_frames` of
-    zeros (0 in the normalised domain, where silence sits near -1) up to 3000 frames in all:
-    it is what lets whisper find the end of the text once the 30 s window is gone.
-    """
-    audio = samples[: (_MAX_FRAMES - _MIN_TAIL_FRAMES) * _HOP]
-    features = log_mel(audio, filters)
-    n_mels, frames = features.shape
-    total = min(frames + max(tail_frames, 1), _MAX_FRAMES)
-    mel = np.zeros((1, n_mels, total), dtype=np.float32)
-    mel[0, :, :frames] = features
-    return mel, frames
 
 
 class OrtWhisper:
@@ -223,7 +103,7 @@ class OrtWhisper:
         self.meta = meta = WhisperMeta.read(encoder)
         self.multilingual = meta.multilingual
         filters = np.load(mel_filters, allow_pickle=False)
-        if filters.shape != (meta.n_mels, _N_FFT // 2 + 1):
+        if filters.shape != (meta.n_mels, N_FFT // 2 + 1):
             raise ConfigError(f"{mel_filters} has shape {filters.shape}, not ({meta.n_mels}, 201)")
         self._filters = filters.astype(np.float32)
         self._vocabulary = read_vocabulary(tokens)
@@ -250,7 +130,7 @@ class OrtWhisper:
         if task not in ("transcribe", "translate"):
             raise ConfigError(f"unknown whisper task {task!r}: transcribe or translate")
         self._task = meta.translate if task == "translate" else meta.transcribe
-        self._tail_frames = round(tail_padding_s * RATE / _HOP)
+        self._tail_frames = round(tail_padding_s * RATE / HOP)
         self._suppressed = np.array(meta.suppressed, dtype=np.int64)
 
     def transcribe(self, samples: Samples) -> str:
@@ -270,6 +150,15 @@ class OrtWhisper:
         window = self.decode_window(samples, language, words)
         return (() if window.silent else window.pieces), window.used_s, window.language
 
+    def recognise_windows(
+        self, windows: Sequence[Samples], language: str = ""
+    ) -> list[tuple[tuple[Segment, ...], float, str]]:
+        """`recognise_window` of each of `windows`, decoded together (`decode_windows`)."""
+        return [
+            ((() if w.silent else w.pieces), w.used_s, w.language)
+            for w in self.decode_windows(windows, language)
+        ]
+
     def decode_window(
         self, samples: Samples, language: str = "", words: bool = False
     ) -> DecodedWindow:
@@ -279,26 +168,80 @@ class OrtWhisper:
                 f"{self._decoder_path} has no alignment output, so it cannot time words:"
                 " re-export the model (mcp-media models prepare)"
             )
-        meta = self.meta
         mel, frames = encoder_input(
             samples.astype(np.float32, copy=False), self._filters, self._tail_frames
         )
-        budget = min(frames * _TOKENS_PER_S // 100, meta.n_text_ctx // 2)
         cross = dict(zip(self._cross, self._encoder.run(None, {"mel": mel}), strict=True))
+        if self.meta.multilingual and not language:
+            language = self._detect(cross)
+        prompt = self._prompt(language)
+        row = GreedyRow(self.meta, self._suppressed, self._budget(frames))
+        (decoded,) = decode_in_lockstep([row], prompt, cross, self._cache, self._step)
+        timed = words and not decoded.silent
+        return self._window(decoded, frames, language, (samples, prompt, cross) if timed else None)
+
+    def decode_windows(self, windows: Sequence[Samples], language: str = "") -> list[DecodedWindow]:
+        """Each window decoded as `decode_window` would, in one encoder run (of up to
+        `_ENCODER_ROWS` windows) and one decoder run a step for them all
+        (`whisper_greedy.decode_in_lockstep`). Their features are padded to the longest
+        with zero frames, as each window's own padding is (whisper pads every window to
+        30 s). A multilingual model not told the language decodes window after window
+        (each detects its own)."""
+        if len(windows) < 2 or (self.meta.multilingual and not language):
+            return [self.decode_window(samples, language) for samples in windows]
+        inputs = [
+            encoder_input(w.astype(np.float32, copy=False), self._filters, self._tail_frames)
+            for w in windows
+        ]
+        meta = self.meta
+        mel = np.zeros((len(inputs), meta.n_mels, max(m.shape[2] for m, _ in inputs)), np.float32)
+        for row, (features, _) in enumerate(inputs):
+            mel[row, :, : features.shape[2]] = features[0]
+        parts = [
+            self._encoder.run(None, {"mel": mel[at : at + _ENCODER_ROWS]})
+            for at in range(0, len(mel), _ENCODER_ROWS)
+        ]
+        cross = {
+            name: np.concatenate([outputs[j] for outputs in parts])
+            for j, name in enumerate(self._cross)
+        }
+        prompt = self._prompt(language)
+        rows = [GreedyRow(meta, self._suppressed, self._budget(n)) for _, n in inputs]
+        cache = np.empty((len(self._past), len(rows), meta.n_text_ctx, meta.n_text_state), "f4")
+        decoded = decode_in_lockstep(rows, prompt, cross, cache, self._step)
+        return [
+            self._window(d, frames, language, None)
+            for d, (_, frames) in zip(decoded, inputs, strict=True)
+        ]
+
+    def _prompt(self, language: str) -> list[int]:
+        meta = self.meta
         if not meta.multilingual:
-            language, prompt = "en", [meta.sot]
-        else:
-            language = language or self._detect(cross)
-            if language not in meta.languages:
-                raise ConfigError(f"whisper knows no language {language!r}")
-            prompt = [meta.sot, meta.languages[language], self._task]
-        decoded = self._decode_timed(prompt, cross, budget)
-        audio_s = frames * _HOP / RATE
+            return [meta.sot]
+        if language not in meta.languages:
+            raise ConfigError(f"whisper knows no language {language!r}")
+        return [meta.sot, meta.languages[language], self._task]
+
+    def _budget(self, frames: int) -> int:
+        return min(frames * _TOKENS_PER_S // 100, self.meta.n_text_ctx // 2)
+
+    def _window(
+        self,
+        decoded: Decoded,
+        frames: int,
+        language: str,
+        words: tuple[Samples, list[int], Cross] | None,
+    ) -> DecodedWindow:
+        """A window's decoded tokens as timed pieces (`words`: the window's samples, prompt
+        and encoder output, to time each piece's words)."""
+        meta = self.meta
+        language = language if meta.multilingual else "en"
+        audio_s = frames * HOP / RATE
         window = split_window(decoded.tokens, meta.timestamp_begin, meta.eot)
         ratio = compression_ratio(self._text([t for t in decoded.tokens if t < meta.eot]))
         timed = (
-            self._words(samples, prompt, window.pieces, cross, frames, language)
-            if words and not decoded.silent
+            self._words(*words, window.pieces, frames, language)
+            if words is not None
             else [()] * len(window.pieces)
         )
         pieces = tuple(
@@ -319,39 +262,12 @@ class OrtWhisper:
             pieces, used, language, decoded.no_speech_prob, decoded.avg_logprob, decoded.silent
         )
 
-    def _decode_timed(
-        self, prompt: list[int], cross: dict[str, NDArray[np.float32]], budget: int
-    ) -> _Decoded:
-        """Greedy under whisper's timestamp rules, until the end or `budget` text tokens."""
-        meta = self.meta
-        chosen: list[int] = []
-        feed, offset, text, total_logprob = prompt, 0, 0, 0.0
-        no_speech_prob = 0.0
-        while text < budget and offset + len(feed) < meta.n_text_ctx:
-            rows = self._step(feed, offset, cross)
-            if not chosen:
-                no_speech_prob = float(_softmax(rows[0])[meta.no_speech])
-            logits = rows[-1]
-            logits[self._suppressed] = -np.inf
-            if not chosen:
-                logits[[meta.blank, meta.eot]] = -np.inf
-            apply_timestamp_rules(logits, chosen, meta.timestamp_begin, meta.eot)
-            token = int(np.argmax(logits))
-            total_logprob += float(np.log(_softmax(logits)[token]))
-            if token == meta.eot:
-                break
-            text += token < meta.eot
-            offset += len(feed)
-            chosen.append(token)
-            feed = [token]
-        return _Decoded(chosen, no_speech_prob, total_logprob / (len(chosen) + 1))
-
     def _words(
         self,
         samples: Samples,
         prompt: list[int],
+        cross: Cross,
         pieces: tuple[TimedTokens, ...],
-        cross: dict[str, NDArray[np.float32]],
         frames: int,
         language: str,
     ) -> list[tuple[Word, ...]]:
@@ -378,7 +294,7 @@ class OrtWhisper:
         marks = [trailing_marks(word, self._bytes) for word in every]
         onsets = starts_after_marks(every, marks, onsets, voiced)
         spans = iter(snap_to_sound(word_spans(every, onsets), voiced))
-        audio_s = frames * _HOP / RATE
+        audio_s = frames * HOP / RATE
         return [
             tuple(
                 Word(word.text.strip(), min(start, audio_s), min(end, audio_s))
@@ -403,31 +319,26 @@ class OrtWhisper:
     def _text(self, tokens: Sequence[int]) -> str:
         return self._bytes(tokens).decode("utf-8", "replace").strip()
 
-    def _detect(self, cross: dict[str, NDArray[np.float32]]) -> str:
-        logits = self._step([self.meta.sot], 0, cross)[-1]
+    def _detect(self, cross: Cross) -> str:
+        tokens = np.array([[self.meta.sot]], dtype=np.int64)
+        logits = self._step(tokens, 0, self._cache, cross)[-1]
         codes = list(self.meta.languages)
         ids = np.array([self.meta.languages[c] for c in codes])
         return codes[int(np.argmax(logits[ids]))]
 
     def _step(
-        self, tokens: list[int], offset: int, cross: dict[str, NDArray[np.float32]]
+        self, tokens: NDArray[np.int64], offset: int, cache: NDArray[np.float32], cross: Cross
     ) -> NDArray[np.float32]:
-        """Logits after each of `tokens`, run at `offset`; their keys/values go into the cache."""
+        """The last token's logits [rows, vocab] after `tokens` [rows, n] at `offset`; their
+        keys/values go into `cache` [2 x layers, rows, context, state]."""
         feeds: dict[str, NDArray[np.generic]] = {
-            "tokens": np.array([tokens], dtype=np.int64),
+            "tokens": tokens,
             "offset": np.array([offset], dtype=np.int64),
         }
-        cache = self._cache
         for j, name in enumerate(self._past):
             feeds[name] = cache[j, :, :offset]
         logits, *written = self._decoder.run(self._step_outputs, {**feeds, **cross})
-        end = offset + len(tokens)
+        end = offset + tokens.shape[1]
         for j, rows in enumerate(written):
             cache[j, :, offset:end] = rows
-        return np.asarray(logits[0], dtype=np.float32)
-
-
-def _softmax(logits: NDArray[np.float32]) -> NDArray[np.float32]:
-    shifted = np.exp(logits - np.max(logits))
-    result: NDArray[np.float32] = shifted / np.sum(shifted)
-    return result
+        return np.asarray(logits[:, -1], dtype=np.float32)

@@ -1,9 +1,9 @@
 """Speech windows decoded side by side, for long audio.
 
-The exported whisper models take one window a pass (their batch axis is fixed at 1), so a
-batch here is windows run at the same time on one model from a thread each: onnxruntime
-releases the interpreter while it computes, and a decoder step on one window is too small to
-keep every core busy, so two windows at once fill the cores a single one leaves idle.
+Two ways: an engine that decodes many windows in one call (our whisper: one encoder run and
+one decoder run a step for all of them, `in_lockstep`), or windows run at the same time on
+one model from a thread each (`side_by_side`): onnxruntime releases the interpreter while it
+computes, and a decoder step on one window is too small to keep every core busy.
 Windows decoded side by side cannot continue where the one before stopped reading: they are
 cut in advance where nobody speaks (`SpeechTimeline.cuts`), as faster-whisper's batched
 pipeline cuts them, and each is read to its end.
@@ -37,20 +37,38 @@ def side_by_side(
     (whisper would only make words up)."""
 
     def one(samples: Samples) -> Decoded:
-        pieces: list[Segment] = []
-        heard, at = "", 0
-        # whisper sometimes ends its text before the window does: the rest is read again from
-        # where it stopped (as window after window would), unless too short to be a phrase.
-        while len(samples) - at >= _REREAD_S * rate:
-            rest = samples[at:]
-            if float(np.max(np.abs(rest))) < _DIGITAL_SILENCE:
-                break
-            said, used_s, heard = decode(rest)
-            pieces.extend(_shifted(piece, at / rate) for piece in said)
-            at += max(1, round(used_s * rate))
-        return tuple(pieces), len(samples) / rate, heard
+        (decoded,) = in_lockstep(lambda rests: [decode(rest) for rest in rests], [samples], rate)
+        return decoded
 
     return list(pool.map(one, windows))
+
+
+def in_lockstep(
+    decode: Callable[[list[Samples]], list[Decoded]], windows: Sequence[Samples], rate: int
+) -> list[Decoded]:
+    """Each window's decoding, in order, `decode` taking every window still being read at
+    once; a window of digital silence decodes to nothing."""
+    pieces: list[list[Segment]] = [[] for _ in windows]
+    heard = [""] * len(windows)
+    at = [0] * len(windows)
+
+    def unread(i: int) -> bool:
+        # whisper sometimes ends its text before the window does: the rest is read again
+        # from where it stopped (as window after window would), unless too short to be a
+        # phrase or nothing but digital silence.
+        rest = windows[i][at[i] :]
+        return len(rest) >= _REREAD_S * rate and float(np.max(np.abs(rest))) >= _DIGITAL_SILENCE
+
+    while reading := [i for i in range(len(windows)) if unread(i)]:
+        decoded = decode([windows[i][at[i] :] for i in reading])
+        for i, (said, used_s, language) in zip(reading, decoded, strict=True):
+            pieces[i].extend(_shifted(piece, at[i] / rate) for piece in said)
+            at[i] += max(1, round(used_s * rate))
+            heard[i] = language
+    return [
+        (tuple(found), len(samples) / rate, language)
+        for found, samples, language in zip(pieces, windows, heard, strict=True)
+    ]
 
 
 def _shifted(piece: Segment, by_s: float) -> Segment:

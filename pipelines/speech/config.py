@@ -43,9 +43,9 @@ class SttConfig:
     single_pass_silence_s: float = 2.0
     # auto (by the folder's layout), native (our onnxruntime engines) or sherpa-onnx.
     engine: str = "auto"
-    # Long audio: this many windows, cut where nobody speaks, decoded side by side (engines
-    # that allow it: our whisper); 1 reads window after window, each continuing where the
-    # last one's text stopped.
+    # Long audio: this many windows, cut where nobody speaks, decoded together (engines
+    # that allow it: our whisper, in one call); 1 reads window after window, each
+    # continuing where the last one's text stopped. Jobs take the setting's default (4).
     batch_windows: int = 1
 
     @property

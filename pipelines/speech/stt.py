@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from pipelines.errors import ConfigError
 from pipelines.results import NO_SPEECH_NOTE
 from pipelines.speech.audio import AudioSource, iter_audio
-from pipelines.speech.batches import side_by_side
+from pipelines.speech.batches import in_lockstep, side_by_side
 from pipelines.speech.chinese_script import converts
 from pipelines.speech.config import SttConfig
 
@@ -174,8 +174,12 @@ def transcribe(
     del head
     timeline = SpeechTimeline(rate)
     multilingual = bool(getattr(transcriber, "multilingual", True))
-    batch = config.batch_windows if getattr(transcriber, "concurrent", False) else 1
-    pool = ThreadPoolExecutor(batch, "stt-window") if batch > 1 and silence_s == 0 else None
+    # Windows read together: in one call to an engine that batches them (word timestamps
+    # keep the one-window path), else from a thread each on an engine that allows it.
+    lockstep = _batcher(transcriber) if timer is None else None
+    together = lockstep is not None or getattr(transcriber, "concurrent", False)
+    batch = config.batch_windows if together and silence_s == 0 else 1
+    pool = ThreadPoolExecutor(batch, "stt-window") if batch > 1 and lockstep is None else None
     segments: list[Segment] = []
     words: list[Word] = []
     # Given, or detected on the first window with speech and kept for the rest: one language
@@ -244,10 +248,13 @@ def transcribe(
         front = timeline.front(sum(lengths))
         starts = [timeline.position + sum(lengths[:i]) for i in range(len(lengths))]
         windows = np.split(front, np.cumsum(lengths)[:-1])
-        assert pool is not None
-        for at, window, (pieces, _, heard) in zip(
-            starts, windows, side_by_side(pool, decode, windows, rate), strict=True
-        ):
+        if lockstep is not None:
+            spoken = language
+            decoded = in_lockstep(lambda rests: lockstep(rests, spoken), windows, rate)
+        else:
+            assert pool is not None
+            decoded = side_by_side(pool, decode, windows, rate)
+        for at, window, (pieces, _, heard) in zip(starts, windows, decoded, strict=True):
             report(place(pieces, heard, at), at + len(window))
         timeline.consume(len(front) / rate)
 
@@ -255,7 +262,7 @@ def transcribe(
         while True:
             # A multilingual model detects the language on its first window with speech,
             # alone: every window after it is read in that language.
-            batched = pool is not None and bool(language or not multilingual)
+            batched = batch > 1 and bool(language or not multilingual)
             window_s = config.max_segment_s * (batch if batched else 1)
             if timeline.held_s < window_s and not (final and timeline.held_s >= _MIN_WINDOW_S):
                 return
@@ -281,6 +288,13 @@ def transcribe(
         note=None if segments else NO_SPEECH_NOTE,
         words=tuple(words) if timer is not None else None,
     )
+
+
+def _batcher(
+    transcriber: Transcriber,
+) -> Callable[[list[Samples], str], list[tuple[tuple[Segment, ...], float, str]]] | None:
+    method = getattr(transcriber, "recognise_windows", None)
+    return method if callable(method) else None
 
 
 def _word_timer(transcriber: Transcriber) -> WordTranscriber:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.engines.whisper import WhisperMeta, encoder_input, log_mel, read_vocabulary
+from pipelines.engines.whisper_features import WhisperMeta, encoder_input, log_mel, read_vocabulary
 from pipelines.errors import ConfigError
 from pipelines.onnx_metadata import write_with_metadata
 

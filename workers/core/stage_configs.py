@@ -264,8 +264,9 @@ def stt_announcement(settings: Settings) -> dict[str, Any]:
     base = processor_version(
         "stt",
         # 2: timestamped windows over the laid-out speech; 3: Mandarin in a chosen script,
-        # silence never decoded, times from the speech's start, whisper's decoding figures
-        3,
+        # silence never decoded, times from the speech's start, whisper's decoding figures;
+        # 4: long audio read in batches of windows cut where nobody speaks (batch_windows)
+        4,
         config.chinese_script,
         _model_fingerprint(config.model_dir),
         config.language,
@@ -274,6 +275,7 @@ def stt_announcement(settings: Settings) -> dict[str, Any]:
         config.max_segment_s,
         config.tail_padding_s,
         config.single_pass_silence_s,
+        config.batch_windows,
         *_engine_part(config),
     )
     return {"version": base, "language": config.language, "script": config.chinese_script}

