@@ -41,12 +41,20 @@ class UpstreamDown(Exception):
     """The upstream cannot be reached now; the message says why and when it is tried again."""
 
 
-def _target(spec: UpstreamSpec, limits: McpSettings, process: Process | None = None) -> Any:
+def _target(
+    spec: UpstreamSpec, limits: McpSettings, process: Process | None = None, handshake: Any = None
+) -> Any:
     if spec.command is not None:
         params = StdioServerParameters(
             command=spec.command, args=list(spec.args), env=spawn_environment(spec), cwd=spec.cwd
         )
-        return upstream_stdio(spec.name, params, limits.max_upstream_message_bytes, process=process)
+        return upstream_stdio(
+            spec.name,
+            params,
+            limits.max_upstream_message_bytes,
+            process=process,
+            handshake=handshake,
+        )
     assert spec.url is not None
     import httpx2
 
@@ -156,8 +164,9 @@ class Upstream:
                 # The handshake, not the `server/discover` probe: SDK 1.x servers log a long
                 # error at each unknown method, and every server still speaks the handshake.
                 ahead = self._prestarted.take(self.name) if self._prestarted else None
+                shaken = self._prestarted.handshake(self.name) if self._prestarted else None
                 async with Client(
-                    _target(self.spec, self.limits, ahead),
+                    _target(self.spec, self.limits, ahead, shaken),
                     mode="legacy",
                     message_handler=self._handle,
                     read_timeout_seconds=self.limits.call_timeout,  # tools/call: see Proxy
