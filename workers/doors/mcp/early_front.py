@@ -224,6 +224,7 @@ class EarlyFront:
                 result = await self._tools(handover.init_result["protocolVersion"], early)
                 if result is not None:
                     await self._write({"jsonrpc": "2.0", "id": message["id"], "result": result})
+                    log.info("tools/list answered early: %d tools", len(result["tools"]))
                     handover.listed = True
                     return handover
             handover.replay.append(line)

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 import anyio
+import mcp_types as types
 from anyio.abc import Process
 from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ListenNotSupportedError
@@ -100,6 +101,21 @@ class _OwningTransport:
 MessageHandler = Callable[[str, Any], Awaitable[None]]
 
 
+def _absorb_early_listing(name: str, client: Client, handshake: Any) -> None:
+    """The tools the early front listed on this session's process, taken in by its client
+    as if it had listed them itself (their output schemas check its results, every page)."""
+    tools = getattr(handshake, "tools", None)
+    if not tools:
+        return
+    try:
+        listing = types.ListToolsResult(
+            tools=[types.Tool.model_validate(tool, by_name=False) for tool in tools]
+        )
+        client.session._absorb_tool_listing(listing, complete=False)
+    except Exception as exc:  # its client lists them itself at the first call
+        log.info("upstream %s: early listing not taken in: %s", name, _reason(exc))
+
+
 def _reason(exc: BaseException) -> str:
     """The first real error inside task-group wrappers, in one line."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -173,6 +189,7 @@ class Upstream:
                     **self._callbacks,
                 ) as client:
                     self.client, self.error = client, None
+                    _absorb_early_listing(self.name, client, shaken)
                     up_since = anyio.current_time()
                     self._closed = anyio.Event()
                     self._ready.set()
