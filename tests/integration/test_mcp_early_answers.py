@@ -22,7 +22,9 @@ TOOLS_UPSTREAM = [sys.executable, "-m", "tests.support.tools_upstream"]
 PAGED_UPSTREAM = [sys.executable, "-m", "tests.support.paged_upstream"]
 MCP_UPSTREAM = [sys.executable, "-m", "tests.support.mcp_upstream"]
 SILENT_UPSTREAM = [sys.executable, "-c", "import time; time.sleep(600)"]
+ROOTS_FIRST_UPSTREAM = [sys.executable, "-m", "tests.support.roots_first_upstream"]
 EARLY_LINE = "tools/list answered early"
+ROOT_DIR = {"uri": "file:///srv/project", "name": "project"}
 
 
 def initialize(request_id: int, version: str = "2025-06-18") -> dict[str, Any]:
@@ -72,7 +74,9 @@ class Door:
             line = self.process.stdout.readline()
             assert line, f"the door ended: {self.errors.read_text()}"
             message = json.loads(line)
-            if "id" in message and "method" not in message:
+            if message.get("method") == "roots/list":  # as a client with roots answers
+                self.send({"id": message["id"], "result": {"roots": [ROOT_DIR]}})
+            elif "id" in message and "method" not in message:
                 self.answers[message["id"]] = message
         return self.answers.pop(request_id)
 
@@ -203,3 +207,27 @@ def test_a_first_message_of_another_era_goes_to_the_sdk_unchanged(tmp_path: Path
             log = door.close()
         assert EARLY_LINE not in log
     assert answers[True] == answers[False]
+
+
+def test_an_upstream_that_asks_the_client_before_listing_is_listed_either_way(
+    tmp_path: Path,
+) -> None:
+    """Its question (roots/list) reaches the client through the SDK session, which takes the
+    upstream over from the early front at once: nothing waits on anything else."""
+    answers = {}
+    for early in (True, False):
+        door = Door(tmp_path, ["--", *ROOTS_FIRST_UPSTREAM], early)
+        try:
+            door.send(initialize(1))
+            door.answer(1)
+            door.send({"method": "notifications/initialized"}, {"id": 2, "method": "tools/list"})
+            listed = door.answer(2)
+            door.send({"id": 3, "method": "tools/call", "params": {"name": "where"}})
+            answers[early] = (listed, door.answer(3))
+        finally:
+            log = door.close()
+        assert EARLY_LINE not in log
+    assert answers[True] == answers[False]
+    assert answers[True][1]["result"]["content"] == [
+        {"type": "text", "text": "file:///srv/project"}
+    ]

@@ -72,6 +72,7 @@ class UpstreamHandshake:
         self.initialized = False  # notifications/initialized was sent
         self.tools: list[Any] | None = None  # every page, when all were read
         self._others: list[bytes] = []  # lines not awaited, for its SDK session
+        self.abandoned: str | None = None  # the id of our request left unanswered
         self._buffer = bytearray()
         self._sent = 0
 
@@ -141,6 +142,12 @@ class UpstreamHandshake:
             ):
                 return message
             self._others.append(line)
+            if isinstance(message, dict) and "method" in message and "id" in message:
+                # The upstream asks something (roots, sampling) only the client can answer,
+                # maybe before it answers us: its SDK session takes over now, and the
+                # answer to our request, when it comes, is not for that session.
+                self.abandoned = request_id
+                raise _Unsure(f"it asked {message['method']!r} during its listing")
 
     async def _line(self) -> bytes:
         assert self.process.stdout is not None

@@ -260,6 +260,15 @@ class _Reader:
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
+def _abandoned(message: types.JSONRPCMessage, request_id: str | None) -> bool:
+    """The answer to a request the early front sent and stopped waiting for."""
+    return (
+        request_id is not None
+        and isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+        and message.id == request_id
+    )
+
+
 @asynccontextmanager
 async def upstream_stdio(
     name: str,
@@ -296,7 +305,8 @@ async def upstream_stdio(
                 await handed.wait()
                 read = handshake.rest() if handshake is not None else b""
                 async for message in reader.messages(stdout, read):
-                    await read_writer.send(message)
+                    if handshake is None or not _abandoned(message.message, handshake.abandoned):
+                        await read_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
             pass  # the session or the pipe is gone; the session sees the stream end
         finally:
