@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,25 +185,24 @@ class EarlyFront:
         self.writer = writer
         self.specs = specs
         self.prestarted = prestarted
-        self._queue, self._lines = anyio.create_memory_object_stream[str](math.inf)
+        self._lines = _Queue()
         self._handshakes: dict[str, UpstreamHandshake] = {}
 
     async def _pump(self) -> None:
-        async with self._queue:
+        try:
             async for line in self.wire.lines:
-                await self._queue.send(line)
+                self._lines.put(line)
+        finally:
+            self._lines.put(None)
 
     async def _next(self) -> tuple[str, Any] | None:
-        with anyio.move_on_after(FIRST_WAIT):
-            try:
-                line = await self._lines.receive()
-            except anyio.EndOfStream:
-                return None
-            try:
-                return line, json.loads(line)
-            except (ValueError, RecursionError):
-                return line, None
-        return None
+        line = await self._lines.take(FIRST_WAIT)
+        if line is None:
+            return None
+        try:
+            return line, json.loads(line)
+        except (ValueError, RecursionError):
+            return line, None
 
     async def run(self, tasks: TaskGroup, early: Early) -> Handover:
         """Answer what can be answered now; the rest waits in the queue for the SDK."""
@@ -279,14 +279,36 @@ class EarlyFront:
         async def lines() -> AsyncIterator[str]:
             for line in handover.replay:
                 yield line
-            async with self._lines:
-                async for line in self._lines:
-                    yield line
+            while (more := await self._lines.take()) is not None:
+                yield more
 
         writer: Writer = self.writer
         if handover.init_id is not None:
             writer = _Swallowing(self.writer, handover.init_id, handover.init_result)
         return Wire(lines(), writer)
+
+
+class _Queue:
+    """The client's lines as read, then None for the end; taken with a timeout without
+    losing one (a memory stream's receive cancelled as a line arrives may drop it)."""
+
+    def __init__(self) -> None:
+        self._lines: deque[str | None] = deque()
+        self._arrived = anyio.Event()
+
+    def put(self, line: str | None) -> None:
+        self._lines.append(line)
+        self._arrived.set()
+
+    async def take(self, within: float = math.inf) -> str | None:
+        """The next line; None at the end, or when none came `within` seconds."""
+        if not self._lines:
+            self._arrived = anyio.Event()
+            with anyio.move_on_after(within):
+                await self._arrived.wait()
+        if not self._lines or self._lines[0] is None:
+            return None  # the end stays for the next taker
+        return self._lines.popleft()
 
 
 class _Swallowing:
