@@ -235,18 +235,23 @@ def _serve(args: argparse.Namespace, settings: Settings, specs: list[Any]) -> in
     options = door_options(args, settings)
     roots = [Path(r) for r in args.allow_root]
     if listen is None or token is None:
+        from workers.doors.mcp.early_front import Early
         from workers.doors.mcp.launch import serve_stdio_started
+        from workers.doors.mcp.tool_definitions import WIRE
+
+        usable = usable_settings(settings)
+        hidden = unservable_tools(usable, inline=options.inline)
+        limits = usable.mcp
+        early = Early(WIRE, hidden, limits.max_upstream_message_bytes)
 
         def build(prestarted: Prestarted) -> Proxy:
             # After the upstreams started: their start-up overlaps the door's imports.
             from workers.doors.mcp.serve import build_proxy
 
-            usable = usable_settings(settings)
             gateway = partial(door_gateway, usable, inline=options.inline)
-            hidden = unservable_tools(usable, inline=options.inline)
             return build_proxy(usable, specs, options, gateway, roots, prestarted, hidden)
 
-        return serve_stdio_started(specs, build)
+        return serve_stdio_started(specs, build, early if limits.early_answers else None)
     from workers.doors.mcp.http import serve_http
     from workers.doors.mcp.serve import build_proxy
 

@@ -99,6 +99,10 @@ class McpSettings(BaseModel):
     # link as it came, with a line saying why.
     resolve_links: Literal["auto", "on", "off"] = "auto"
     link_read_timeout: float = Field(default=30.0, gt=0)
+    # Over stdio, a client's `initialize` and first `tools/list` are answered before the MCP
+    # SDK is loaded (the same answers, sooner); anything else waits for the SDK. Off: the
+    # SDK answers everything.
+    early_answers: bool = True
 
     @field_validator("modern_sessions")
     @classmethod

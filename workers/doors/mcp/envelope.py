@@ -8,9 +8,7 @@ says: Invalid Request (-32600) or Parse error (-32700), with a null id.
 
 from __future__ import annotations
 
-import io
 import json
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,12 +18,8 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from workers.doors.mcp.stdio_pipes import PipeLines, PipeWriter, claimed_stdout, is_pipe
-
-
-def valid_id(value: Any) -> bool:
-    """A JSON-RPC id the SDK can answer: a string or an integer (not a boolean)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+from workers.doors.mcp.early_answers import valid_id
+from workers.doors.mcp.stdio_pipes import Wire, open_wire
 
 
 def rejection(raw: bytes | str) -> types.JSONRPCError | None:
@@ -75,26 +69,16 @@ class _CheckedLines:
 
 
 @asynccontextmanager
-async def checked_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's stdio server, reading stdin through the check above. As the SDK does for the
-    stdio it claims, fd 0 points at the null device and fd 1 at stderr meanwhile, so nothing
-    else in the process (or its children) reads or writes the wire. A wire that is a pipe is
-    read and written on the event loop (`stdio_pipes`), not in the SDK's threads."""
-    private = os.dup(0)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    wire = io.TextIOWrapper(
-        os.fdopen(private, "rb", closefd=False), encoding="utf-8", errors="replace"
-    )
-    try:
-        lines = _CheckedLines(PipeLines(private) if is_pipe(private) else anyio.wrap_file(wire))
-        with claimed_stdout() as out:
-            stdout = PipeWriter(out) if out is not None else None
-            async with stdio_server(stdin=lines, stdout=stdout) as (read, write):  # type: ignore[arg-type]
-                lines.answers = write
-                lines.ready.set()
-                yield read, write
-    finally:
-        os.dup2(private, 0)
-        os.close(private)
+async def checked_stdio_server(wire: Wire | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's stdio server on the wire (`stdio_pipes.open_wire`; this one's own when
+    none is given), reading the client's lines through the check above."""
+    if wire is None:
+        with open_wire() as own:
+            async with checked_stdio_server(own) as streams:
+                yield streams
+        return
+    lines = _CheckedLines(wire.lines)
+    async with stdio_server(stdin=lines, stdout=wire.writer) as (read, write):  # type: ignore[arg-type]
+        lines.answers = write
+        lines.ready.set()
+        yield read, write

@@ -21,7 +21,8 @@ import anyio
 import mcp_types as types
 
 from workers.doors.mcp.asgi import ASGIApp, Receive, Scope, Send
-from workers.doors.mcp.envelope import read_message, valid_id
+from workers.doors.mcp.early_answers import valid_id
+from workers.doors.mcp.envelope import read_message
 from workers.doors.mcp.http_refusals import send_refusal
 
 

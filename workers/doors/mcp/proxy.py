@@ -33,6 +33,7 @@ from pipelines.render import unprocessed_note
 from workers import version
 from workers.core.door_settings import McpSettings
 from workers.doors.mcp.clients import client_named
+from workers.doors.mcp.early_answers import INSTRUCTIONS, SERVER_NAME
 from workers.doors.mcp.link_reads import LinkReads, Resolved, links_back, resolve_links
 from workers.doors.mcp.outcomes import door_failure, failure_line
 from workers.doors.mcp.peers import Peer, connection_of
@@ -67,12 +68,9 @@ class Proxy:
         self.resources = ProxyResources(self.router, tools)
         self._schemas: dict[str, Any] = {}  # input schemas of the tools last listed
         self.server: Server[Any] = _ProxyServer(
-            "mcp-media",
+            SERVER_NAME,
             version=version.current(),
-            instructions=(
-                "Tool results pass through mcp-media: images and audio come with a MEDIA: path "
-                "and, when ready, a summary or transcript; media_result fetches late ones."
-            ),
+            instructions=INSTRUCTIONS,
             on_list_tools=self.list_tools,
             get_tool_input_schema=self._input_schema,
             on_call_tool=self.call_tool,

@@ -22,14 +22,13 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from workers.core.door_settings import McpSettings
+from workers.doors.mcp.early_answers import MAX_PAGES, SEPARATOR
 from workers.doors.mcp.peers import Peer, RequestPeers, connection_of, http_request, is_modern
 from workers.doors.mcp.upstream import Upstream, UpstreamDown, UpstreamSpec
 from workers.doors.mcp.upstream_process import Prestarted
 
 log = logging.getLogger("mcp_media.proxy")
 T = TypeVar("T")
-SEPARATOR = "__"
-MAX_PAGES = 100  # pages of an upstream's list followed, against a cursor that never ends
 
 
 class Router:
@@ -105,6 +104,8 @@ class Router:
         # A 2026 request over HTTP hears its own sessions' changes only (`Peer.events`).
         publish = None if own else self.events.publish
         peer = Peer(self.specs, self.limits, connection, publish, self._changed, self._prestarted)
+        if not own:  # the first session takes the processes the early front listed
+            peer.tool_names.update(self._prestarted.listed())
         peer.start(self._tasks, self._requests.slots if own else None)
         return peer
 

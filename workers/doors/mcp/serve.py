@@ -19,6 +19,7 @@ from workers.core.settings import Settings
 from workers.doors.mcp.envelope import checked_stdio_server
 from workers.doors.mcp.proxy import Proxy
 from workers.doors.mcp.rewriter import DoorOptions, MediaRewriter
+from workers.doors.mcp.stdio_pipes import Wire
 from workers.doors.mcp.tools import OwnTools
 from workers.doors.mcp.upstream import UpstreamSpec
 from workers.doors.mcp.upstream_process import Prestarted
@@ -52,14 +53,14 @@ async def stop_on_signals(proxy: Proxy) -> None:
             os._exit(128 + signum)
 
 
-async def serve_stdio_async(proxy: Proxy) -> None:
+async def serve_stdio_async(proxy: Proxy, wire: Wire | None = None) -> None:
     """Until stdin closes or a signal comes; then every upstream is stopped (and its
     process reaped) before this returns. Signals are heard while the upstreams stop too."""
     async with anyio.create_task_group() as tasks:
         await proxy.run_upstreams(tasks)
         tasks.start_soon(stop_on_signals, proxy)
         try:
-            async with checked_stdio_server() as (read, write):
+            async with checked_stdio_server(wire) as (read, write):
                 await proxy.server.run(read, write, proxy.initialization_options())
         finally:
             await proxy.close()

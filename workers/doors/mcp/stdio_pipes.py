@@ -18,7 +18,9 @@ import contextlib
 import io
 import os
 import stat
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import anyio
 
@@ -118,3 +120,40 @@ def _same_file(a: int, b: int) -> bool:
     except OSError:
         return False
     return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+
+
+class Writer(Protocol):
+    async def write(self, text: str) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Wire:
+    """The door's stdio: the client's lines, and where answers are written (None: stdout is
+    no pipe, and the SDK claims it and writes it in its threads)."""
+
+    lines: AsyncIterable[str]
+    writer: Writer | None
+
+
+@contextlib.contextmanager
+def open_wire() -> Iterator[Wire]:
+    """The wire, claimed: as the SDK does for the stdio it claims, fd 0 points at the null
+    device and fd 1 at stderr meanwhile, so nothing else in the process (or its children)
+    reads or writes it. A wire that is a pipe is read and written on the event loop, not in
+    the SDK's threads."""
+    private = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    text = io.TextIOWrapper(
+        os.fdopen(private, "rb", closefd=False), encoding="utf-8", errors="replace"
+    )
+    try:
+        lines: Any = PipeLines(private) if is_pipe(private) else anyio.wrap_file(text)
+        with claimed_stdout() as out:
+            yield Wire(lines, PipeWriter(out) if out is not None else None)
+    finally:
+        os.dup2(private, 0)
+        os.close(private)

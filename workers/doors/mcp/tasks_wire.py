@@ -24,14 +24,14 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from workers.doors.mcp.early_answers import TASKS_CAPABILITY as CAPABILITY
+from workers.doors.mcp.early_answers import TASKS_VERSION
 from workers.doors.mcp.peers import connection_of
 from workers.doors.mcp.task_record import TERMINAL, Task, TaskParams, handshake_era, task_state
 from workers.doors.mcp.tasks import Tasks
 
-TASKS_VERSION = "2025-11-25"  # the one handshake-era revision with tasks
 RELATED = "io.modelcontextprotocol/related-task"
 PAGE = 50  # tasks per tasks/list page
-CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
 

@@ -1,19 +1,21 @@
 """The own MCP tools as a client sees them in `tools/list`: names, descriptions, input and
-output schemas, annotations (`workers.doors.mcp.tools` serves them)."""
+output schemas, annotations, in their wire JSON (`workers.doors.mcp.tools` serves them and
+makes the SDK's types of them; the early answers list them as they are). No MCP SDK here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import mcp_types as types
-
-READ_ONLY = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 # speak adds files to the cache (not read-only) and changes nothing else (not destructive);
 # the same text, voice and format give the same request, hence the same answer (idempotent).
-ADDS_TO_CACHE = types.ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
+ADDS_TO_CACHE = {
+    "readOnlyHint": False,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}
 
 _JOB_OUTPUT: dict[str, Any] = {
     "type": "object",
@@ -52,19 +54,19 @@ MEDIA_ARG = {
 }
 WAIT_ARG = {"type": "number", "minimum": 0, "description": "seconds to wait for the result"}
 
-DEFINITIONS = [
-    types.Tool(
-        name="describe_image",
-        description="Summarise an image (vision model or local OCR); fail-open.",
-        input_schema=_schema({"image": MEDIA_ARG, "wait": WAIT_ARG}, ["image"]),
-        output_schema=_with({"summary": {"type": ["string", "null"]}}),
-        annotations=READ_ONLY,
-    ),
-    types.Tool(
-        name="transcribe_audio",
-        description="Speech to text for an audio clip, as text, srt, vtt or segments;"
+WIRE: list[dict[str, Any]] = [
+    {
+        "name": "describe_image",
+        "description": "Summarise an image (vision model or local OCR); fail-open.",
+        "inputSchema": _schema({"image": MEDIA_ARG, "wait": WAIT_ARG}, ["image"]),
+        "outputSchema": _with({"summary": {"type": ["string", "null"]}}),
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "transcribe_audio",
+        "description": "Speech to text for an audio clip, as text, srt, vtt or segments;"
         " with words, each word's start-end seconds too.",
-        input_schema=_schema(
+        "inputSchema": _schema(
             {
                 "audio": MEDIA_ARG,
                 "format": {"type": "string", "enum": ["text", "srt", "vtt", "segments"]},
@@ -78,7 +80,7 @@ DEFINITIONS = [
             },
             ["audio"],
         ),
-        output_schema=_with(
+        "outputSchema": _with(
             {
                 "text": {"type": ["string", "null"]},
                 "language": {"type": ["string", "null"]},
@@ -87,12 +89,13 @@ DEFINITIONS = [
                 **_MADE_BY,
             }
         ),
-        annotations=READ_ONLY,
-    ),
-    types.Tool(
-        name="speak",
-        description="Text to speech: an Ogg/Opus voice note (default) or WAV, with its MEDIA path.",
-        input_schema=_schema(
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "speak",
+        "description": "Text to speech: an Ogg/Opus voice note (default) or WAV, with its"
+        " MEDIA path.",
+        "inputSchema": _schema(
             {
                 "text": {"type": "string", "minLength": 1},
                 "format": {"type": "string", "enum": ["ogg", "wav"]},
@@ -106,20 +109,20 @@ DEFINITIONS = [
             },
             ["text"],
         ),
-        output_schema=_with(
+        "outputSchema": _with(
             {
                 "format": {"type": "string"},
                 "duration_s": {"type": ["number", "null"]},
                 **_MADE_BY,
             }
         ),
-        annotations=ADDS_TO_CACHE,
-    ),
-    types.Tool(
-        name="media_result",
-        description="The result of a media job, by job id or by the media's sha256.",
-        input_schema=_schema({"id": {"type": "string"}}, ["id"]),
-        output_schema=_schema(
+        "annotations": ADDS_TO_CACHE,
+    },
+    {
+        "name": "media_result",
+        "description": "The result of a media job, by job id or by the media's sha256.",
+        "inputSchema": _schema({"id": {"type": "string"}}, ["id"]),
+        "outputSchema": _schema(
             {
                 "status": {"type": "string"},
                 "capability": {"type": ["string", "null"]},
@@ -127,23 +130,24 @@ DEFINITIONS = [
             },
             ["status"],
         ),
-        annotations=READ_ONLY,
-    ),
-    types.Tool(
-        name="media_status",
-        description="Where media jobs run (queues or this process) and what waits in each queue.",
-        input_schema=_schema({}, []),
-        output_schema=_schema(
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "media_status",
+        "description": "Where media jobs run (queues or this process) and what waits in"
+        " each queue.",
+        "inputSchema": _schema({}, []),
+        "outputSchema": _schema(
             {"mode": {"type": "string"}, "queues": {"type": "object"}}, ["mode", "queues"]
         ),
-        annotations=READ_ONLY,
-    ),
-    types.Tool(
-        name="read_document",
-        description="The text of a cached document (PDF, DOCX, PPTX, XLSX, HTML, text) from"
+        "annotations": READ_ONLY,
+    },
+    {
+        "name": "read_document",
+        "description": "The text of a cached document (PDF, DOCX, PPTX, XLSX, HTML, text) from"
         " its digest's saved Markdown, by pages or from a character offset, to read on from"
         " where the digest stopped.",
-        input_schema=_schema(
+        "inputSchema": _schema(
             {
                 "document": {
                     "type": "string",
@@ -157,7 +161,7 @@ DEFINITIONS = [
             },
             ["document"],
         ),
-        output_schema=_schema(
+        "outputSchema": _schema(
             {
                 "sha256": {"type": "string"},
                 "path": {"type": "string"},
@@ -170,6 +174,6 @@ DEFINITIONS = [
             },
             ["sha256", "path", "text", "offset", "total_chars"],
         ),
-        annotations=READ_ONLY,
-    ),
+        "annotations": READ_ONLY,
+    },
 ]

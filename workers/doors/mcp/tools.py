@@ -35,9 +35,11 @@ from workers.doors.mcp.media_resources import TEMPLATE as MEDIA_TEMPLATE
 from workers.doors.mcp.media_resources import media_page
 from workers.doors.mcp.outcomes import ADVICE, door_failure, failure_line, job_line, tool_error
 from workers.doors.mcp.rewriter import MCP_FETCH, MediaRewriter
-from workers.doors.mcp.tool_definitions import DEFINITIONS, made_by
+from workers.doors.mcp.tool_definitions import WIRE, made_by
 
 log = logging.getLogger("mcp_media.tools")
+# The SDK's types of the own tools, made from their one wire form.
+DEFINITIONS = [types.Tool.model_validate(tool, by_name=False) for tool in WIRE]
 
 
 def error_result(text: str) -> types.CallToolResult:

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 import anyio
+import mcp_types as types
 from anyio.abc import Process
 from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ListenNotSupportedError
@@ -41,12 +42,20 @@ class UpstreamDown(Exception):
     """The upstream cannot be reached now; the message says why and when it is tried again."""
 
 
-def _target(spec: UpstreamSpec, limits: McpSettings, process: Process | None = None) -> Any:
+def _target(
+    spec: UpstreamSpec, limits: McpSettings, process: Process | None = None, handshake: Any = None
+) -> Any:
     if spec.command is not None:
         params = StdioServerParameters(
             command=spec.command, args=list(spec.args), env=spawn_environment(spec), cwd=spec.cwd
         )
-        return upstream_stdio(spec.name, params, limits.max_upstream_message_bytes, process=process)
+        return upstream_stdio(
+            spec.name,
+            params,
+            limits.max_upstream_message_bytes,
+            process=process,
+            handshake=handshake,
+        )
     assert spec.url is not None
     import httpx2
 
@@ -90,6 +99,21 @@ class _OwningTransport:
 
 
 MessageHandler = Callable[[str, Any], Awaitable[None]]
+
+
+def _absorb_early_listing(name: str, client: Client, handshake: Any) -> None:
+    """The tools the early front listed on this session's process, taken in by its client
+    as if it had listed them itself (their output schemas check its results, every page)."""
+    tools = getattr(handshake, "tools", None)
+    if not tools:
+        return
+    try:
+        listing = types.ListToolsResult(
+            tools=[types.Tool.model_validate(tool, by_name=False) for tool in tools]
+        )
+        client.session._absorb_tool_listing(listing, complete=False)
+    except Exception as exc:  # its client lists them itself at the first call
+        log.info("upstream %s: early listing not taken in: %s", name, _reason(exc))
 
 
 def _reason(exc: BaseException) -> str:
@@ -156,14 +180,16 @@ class Upstream:
                 # The handshake, not the `server/discover` probe: SDK 1.x servers log a long
                 # error at each unknown method, and every server still speaks the handshake.
                 ahead = self._prestarted.take(self.name) if self._prestarted else None
+                shaken = self._prestarted.handshake(self.name) if self._prestarted else None
                 async with Client(
-                    _target(self.spec, self.limits, ahead),
+                    _target(self.spec, self.limits, ahead, shaken),
                     mode="legacy",
                     message_handler=self._handle,
                     read_timeout_seconds=self.limits.call_timeout,  # tools/call: see Proxy
                     **self._callbacks,
                 ) as client:
                     self.client, self.error = client, None
+                    _absorb_early_listing(self.name, client, shaken)
                     up_since = anyio.current_time()
                     self._closed = anyio.Event()
                     self._ready.set()

@@ -91,6 +91,8 @@ class Prestarted:
 
     def __init__(self, processes: Mapping[str, Process] | None = None) -> None:
         self._processes = dict(processes or {})
+        # The early front's handshakes on them (`early_front.UpstreamHandshake`), by name.
+        self._handshakes: dict[str, Any] = {}
 
     @classmethod
     async def start(cls, specs: Sequence[UpstreamSpec]) -> Prestarted:
@@ -110,6 +112,29 @@ class Prestarted:
 
     def take(self, name: str) -> Process | None:
         return self._processes.pop(name, None)
+
+    def peek(self, name: str) -> Process | None:
+        return self._processes.get(name)
+
+    def shaking(self, name: str, handshake: Any) -> None:
+        """The early front is doing this upstream's handshake on its process."""
+        self._handshakes[name] = handshake
+
+    def handshake(self, name: str) -> Any:
+        """The early front's handshake on the process `take` gave, if any (taken once)."""
+        return self._handshakes.pop(name, None)
+
+    def listed(self) -> dict[str, frozenset[str]]:
+        """The tool names each upstream listed in the early front's handshake."""
+        return {
+            name: frozenset(
+                tool["name"]
+                for tool in handshake.tools
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+            )
+            for name, handshake in self._handshakes.items()
+            if handshake.done.is_set() and handshake.tools is not None
+        }
 
     async def close(self) -> None:
         """Stop the processes no session took."""

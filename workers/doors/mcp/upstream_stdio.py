@@ -34,7 +34,7 @@ from mcp import StdioServerParameters
 from mcp.client.stdio import _drain_stdout, get_default_environment
 from mcp.shared.message import SessionMessage
 
-from workers.doors.mcp.envelope import valid_id
+from workers.doors.mcp.early_answers import valid_id
 from workers.doors.mcp.upstream_process import spawn, stop_process
 
 log = logging.getLogger("mcp_media.proxy")
@@ -193,8 +193,15 @@ class _Reader:
         self.max_bytes = max_bytes
         self.in_flight = in_flight
 
-    async def messages(self, stdout: ByteReceiveStream) -> AsyncIterator[SessionMessage]:
+    async def messages(
+        self, stdout: ByteReceiveStream, read: bytes = b""
+    ) -> AsyncIterator[SessionMessage]:
+        """The messages of `read` (bytes already read from it), then of `stdout`."""
         splitter = LineSplitter(self.max_bytes)
+        for line in splitter.feed(read):
+            message = await self._message(line)
+            if message is not None:
+                yield message
         try:
             while True:
                 chunk = await stdout.receive(READ_BYTES)
@@ -235,6 +242,10 @@ class _Reader:
             self.in_flight.answered(message.id)
         return SessionMessage(message)
 
+    async def answer(self, message: dict[str, Any]) -> SessionMessage | None:
+        """An answer read by someone else (the early front), as if read here."""
+        return await self._message(json.dumps(message).encode())
+
     def _settle(self, data: bytes, why: str) -> SessionMessage | None:
         """The error for the request an unusable line answered, if it is known: the line
         must read as a response (a top-level `result` or `error`, no `method`: not a log
@@ -249,6 +260,15 @@ class _Reader:
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
+def _abandoned(message: types.JSONRPCMessage, request_id: str | None) -> bool:
+    """The answer to a request the early front sent and stopped waiting for."""
+    return (
+        request_id is not None
+        and isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+        and message.id == request_id
+    )
+
+
 @asynccontextmanager
 async def upstream_stdio(
     name: str,
@@ -256,9 +276,13 @@ async def upstream_stdio(
     max_bytes: int,
     errlog: TextIO = sys.stderr,
     process: Process | None = None,
+    handshake: Any = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Spawn the upstream (its own process group), or use its `process` started ahead, and
-    exchange messages over its stdio."""
+    exchange messages over its stdio. With the early front's `handshake` on that process
+    (`early_front.UpstreamHandshake`), the session's `initialize` is answered with the
+    answer the front had, its `notifications/initialized` is not sent again, and what the
+    front read and did not use is read first."""
     if process is None:
         env = get_default_environment() | (server.env or {})
         process = await spawn(server.command, server.args, env, server.cwd, errlog)
@@ -270,11 +294,19 @@ async def upstream_stdio(
     assert process.stdout is not None and process.stdin is not None
     stdout, stdin = process.stdout, process.stdin
 
+    handed = anyio.Event()  # the session's initialize answered from the handshake
+    if handshake is None:
+        handed.set()
+    to_drop: list[str] = []  # what the front sent already
+
     async def read_stdout() -> None:
         try:
             async with read_writer:
-                async for message in reader.messages(stdout):
-                    await read_writer.send(message)
+                await handed.wait()
+                read = handshake.rest() if handshake is not None else b""
+                async for message in reader.messages(stdout, read):
+                    if handshake is None or not _abandoned(message.message, handshake.abandoned):
+                        await read_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
             pass  # the session or the pipe is gone; the session sees the stream end
         finally:
@@ -284,6 +316,8 @@ async def upstream_stdio(
         try:
             async with write_reader:
                 async for session_message in write_reader:
+                    if handshake is not None and await _shaken(session_message.message):
+                        continue
                     in_flight.sent(session_message.message)
                     data = session_message.message.model_dump_json(
                         by_alias=True, exclude_unset=True
@@ -293,6 +327,27 @@ async def upstream_stdio(
             await read_writer.aclose()  # the upstream stopped reading: end the session
         finally:
             writer_done.set()
+
+    async def _shaken(message: Any) -> bool:
+        """Whether `message` was the front's to send, and is answered (or dropped) here."""
+        if isinstance(message, types.JSONRPCNotification) and message.method in to_drop:
+            to_drop.remove(message.method)
+            return True
+        if handed.is_set() or not isinstance(message, types.JSONRPCRequest):
+            return False
+        if message.method != "initialize":
+            return False
+        await handshake.done.wait()
+        if handshake.answer is None:  # it ended first: the session finds out on its own
+            handed.set()
+            return False
+        if handshake.initialized:
+            to_drop.append("notifications/initialized")
+        answer = await reader.answer({**handshake.answer, "id": message.id})
+        if answer is not None:
+            await read_writer.send(answer)
+        handed.set()
+        return True
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(read_stdout)
