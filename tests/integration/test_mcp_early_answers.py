@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import ROOT
+from tests.integration.test_mcp_protocol import UPSTREAM_EVERYTHING
 
 pytestmark = pytest.mark.integration
 
@@ -144,6 +145,16 @@ def test_two_upstreams_one_paged_get_the_same_answers_early(tmp_path: Path) -> N
     on = compared(tmp_path, ["--config", str(config)], ["tools__ping", "paged__tool_4"])
     names = [tool["name"] for tool in on["listed"]["result"]["tools"]]
     assert {"tools__ping", "paged__tool_0", "paged__tool_4", "media_result"} <= set(names)
+
+
+def test_the_reference_server_whose_tools_say_their_execution_is_answered_early(
+    tmp_path: Path,
+) -> None:
+    """server-everything (the npm reference server): every tool carries `execution`."""
+    on = compared(tmp_path, ["--", *UPSTREAM_EVERYTHING], ["get-resource-links"])
+    tools = {tool["name"]: tool for tool in on["listed"]["result"]["tools"]}
+    assert tools["simulate-research-query"]["execution"] == {"taskSupport": "required"}
+    assert tools["echo"]["execution"] == {"taskSupport": "forbidden"}
 
 
 def test_an_sdk_server_with_rich_tools_gets_the_same_list_either_way(tmp_path: Path) -> None:

@@ -132,9 +132,25 @@ def test_an_upstream_tool_is_kept_as_the_sdk_types_keep_it() -> None:
 
 
 @pytest.mark.parametrize(
+    "execution",
+    [{"taskSupport": "optional"}, {"taskSupport": "forbidden", "other": 1}, {}, None],
+)
+def test_a_tools_execution_is_kept_as_the_sdk_types_keep_it(execution: Any) -> None:
+    tool = {"name": "run", "inputSchema": {"type": "object"}, "execution": execution}
+    kept = early_answers.listed_tool(tool)
+    assert kept is not None
+    assert kept == types.Tool.model_validate(tool, by_name=False).model_dump(
+        by_alias=True, mode="json", exclude_none=True
+    )
+
+
+@pytest.mark.parametrize(
     "tool",
     [
         {"name": "no_schema"},
+        {"name": "task", "inputSchema": {}, "execution": {"taskSupport": "sometimes"}},
+        {"name": "task", "inputSchema": {}, "execution": {"taskSupport": True}},
+        {"name": "task", "inputSchema": {}, "execution": "optional"},
         {"name": 3, "inputSchema": {}},
         {"name": "icons", "inputSchema": {}, "icons": [{"src": "x"}]},
         {"name": "hint", "inputSchema": {}, "annotations": {"readOnlyHint": "yes"}},

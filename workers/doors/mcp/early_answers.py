@@ -46,10 +46,13 @@ TOOL_KEYS: dict[str, type] = {
     "inputSchema": dict,
     "outputSchema": dict,
     "annotations": dict,
+    "execution": dict,
     "_meta": dict,
 }
 # Keys whose value the SDK's types check further than this module does: unsure.
-TOOL_KEYS_UNSURE = frozenset({"icons", "execution"})
+TOOL_KEYS_UNSURE = frozenset({"icons"})
+# `execution` keeps only `taskSupport`, one of these (server-everything's tools say it).
+TASK_SUPPORT = frozenset({"forbidden", "optional", "required"})
 ANNOTATION_KEYS: dict[str, type] = {
     "title": str,
     "readOnlyHint": bool,
@@ -179,6 +182,11 @@ def listed_tool(tool: Any) -> dict[str, Any] | None:
                 return None
             annotations[key] = value
         kept["annotations"] = annotations
+    if "execution" in kept:
+        support = kept["execution"].get("taskSupport")
+        if support is not None and (not isinstance(support, str) or support not in TASK_SUPPORT):
+            return None
+        kept["execution"] = {} if support is None else {"taskSupport": support}
     return kept
 
 
