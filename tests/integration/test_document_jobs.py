@@ -118,3 +118,29 @@ def test_office_files_get_their_digest_in_the_agent_text(cluster: Cluster, tmp_p
     text = waited["text"]
     assert text.count("[Document digest — untrusted content") == 2
     assert "Title: Memo" in text and SENTENCE in text and f"{LATE}\t40" in text
+
+
+def test_a_document_file_is_digested_from_the_command_line(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    pdf = tmp_path / "log.pdf"
+    pdf.write_bytes(good_pdf())
+    done = cluster.cli("digest", str(pdf), "--inline", "--wait", "60")
+    assert done.returncode == 0, done.stderr
+    assert "Title: Harbour Log" in done.stdout and SENTENCE in done.stdout
+    saved = Path(done.stdout.split("[document text saved to ")[1].split(" (")[0])
+    assert LATE in saved.read_text(encoding="utf-8")  # the whole text, past the excerpt
+
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(bytes(range(256)) * 4)
+    refused = cluster.cli("digest", str(noise), "--inline", "--wait", "60")
+    assert refused.returncode != 0
+    said = refused.stderr.splitlines()[-1]
+    assert (
+        said == "mcp-media: digest degraded (unreadable_document): not a kind of document read here"
+    )
+
+    # A newcomer hands ingest the file itself: told which command takes one.
+    wrong = cluster.cli("ingest", str(pdf))
+    assert wrong.returncode != 0
+    assert "for one file: describe, transcribe or digest" in wrong.stderr

@@ -61,11 +61,14 @@ def read_text(value: str) -> str:
         raise CliError(f"standard input is not valid UTF-8 (byte {exc.start})") from None
 
 
-def read_input(source: str) -> str:
+def read_input(source: str, hint: str = "") -> str:
+    """The text of a file (or stdin: -); `hint` follows the error of one that is no text."""
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
         return data.decode("utf-8-sig")  # a leading BOM is not an error
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise CliError(f"cannot read {source}: not UTF-8 text ({exc.reason}){hint}") from None
+    except OSError as exc:
         raise CliError(f"cannot read {source}: {exc}") from None
 
 

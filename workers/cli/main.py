@@ -26,7 +26,14 @@ from workers.cli.common import EXIT_USAGE, CliError, broker_fault, check_text_ar
 from workers.cli.doctor import add_doctor_flags, cmd_doctor
 from workers.cli.door_start import forgiving_settings
 from workers.cli.mcp import add_door_flags, add_server_flags, cmd_intercept, cmd_mcp, cmd_proxy
-from workers.cli.media import cmd_describe, cmd_ingest, cmd_result, cmd_speak, cmd_transcribe
+from workers.cli.media import (
+    cmd_describe,
+    cmd_digest,
+    cmd_ingest,
+    cmd_result,
+    cmd_speak,
+    cmd_transcribe,
+)
 from workers.cli.outcomes import exit_status
 from workers.cli.serve import add_inline_flag, add_serve_flags, cmd_serve
 from workers.cli.wyoming import add_wyoming_flags, cmd_wyoming
@@ -51,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("image")
     _job_flags(p)
     p.set_defaults(handler=cmd_describe)
+
+    p = sub.add_parser(
+        "digest", help="read one document file (PDF, DOCX, PPTX, XLSX, HTML, text) into Markdown"
+    )
+    p.add_argument("file")
+    _job_flags(p)
+    p.set_defaults(handler=cmd_digest)
 
     p = sub.add_parser("transcribe", help="speech to text for one audio file")
     p.add_argument("file")

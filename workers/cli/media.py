@@ -1,4 +1,4 @@
-"""CLI commands that work on media: ingest, describe, transcribe, speak, result."""
+"""CLI commands that work on media: ingest, describe, digest, transcribe, speak, result."""
 
 from __future__ import annotations
 
@@ -35,9 +35,12 @@ from workers.cli.common import (
 from workers.cli.outcomes import failure_line, job_exit
 from workers.core.settings import Settings
 
+# A media file given where a tool result goes: which command takes one.
+NOT_A_RESULT = " (ingest reads an MCP tool result; for one file: describe, transcribe or digest)"
+
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    text = read_input(args.file)
+    text = read_input(args.file, NOT_A_RESULT)
     try:
         rendered = ingest(
             text,
@@ -46,7 +49,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
             capabilities=enabled_capabilities(settings),
         )
     except InvalidToolResult as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(f"{exc}{NOT_A_RESULT}") from None
     trace_id = args.trace_id or uuid.uuid4().hex[:16]
     try:
         handles = run_jobs(args, settings, rendered.jobs, trace_id)
@@ -85,6 +88,26 @@ def cmd_describe(args: argparse.Namespace, settings: Settings) -> int:
         note = result_note(handle.envelope)
         reason = handle.envelope.reason or "no summary"
         sys.stdout.write((note or f"[no summary: {reason}]") + "\n")
+    return job_exit(handle.envelope, bool(args.wait))
+
+
+def cmd_digest(args: argparse.Namespace, settings: Settings) -> int:
+    """One document file (PDF, DOCX, PPTX, XLSX, HTML, text), cached and digested: the
+    digest as the agent sees it, and where its whole text is saved."""
+    from workers.cli.single import store_file
+
+    stored = store_file(settings, Path(args.file), "document")
+    job = JobRequest(Capability.DOCUMENT_DIGEST, stored.sha256, stored.path)
+    (handle,) = run_jobs(args, settings, [job], args.trace_id or uuid.uuid4().hex[:16])
+    if args.json:
+        print_json(handle.to_json())
+    elif handle.envelope is None:
+        sys.stdout.write(pending_line(job.capability.value, handle.id) + "\n")
+    elif handle.envelope.status is not Status.DONE:
+        sys.stderr.write(failure_line("digest", handle.envelope))
+        return job_exit(handle.envelope, True)
+    else:
+        sys.stdout.write((result_note(handle.envelope) or "[no text read]") + "\n")
     return job_exit(handle.envelope, bool(args.wait))
 
 
