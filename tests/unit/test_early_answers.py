@@ -276,3 +276,19 @@ def test_the_front_loads_no_mcp_sdk_and_no_pydantic() -> None:
         todo += [name for name in _imports(path) if name.split(".")[0] in ("workers", "pipelines")]
         outside |= {name.split(".")[0] for name in _imports(path)}
     assert not outside & {"mcp", "mcp_types", "pydantic", "pydantic_settings", "httpx"}, outside
+
+
+def test_under_the_tasks_revision_only_a_required_task_stays_required() -> None:
+    """As the SDK-backed door says: any call runs as a task, so every tool takes one."""
+    listed = [
+        {"name": "research", "inputSchema": {}, "execution": {"taskSupport": "required"}},
+        {"name": "echo", "inputSchema": {}, "execution": {"taskSupport": "forbidden"}},
+        {"name": "plain", "inputSchema": {}},
+    ]
+    found = early_answers.tools_result(
+        early_answers.TASKS_VERSION, [("up", listed)], WIRE, frozenset(), prefixed=False
+    )
+    assert found is not None
+    support = {tool["name"]: tool["execution"]["taskSupport"] for tool in found["tools"]}
+    assert support["research"] == "required"
+    assert support["echo"] == support["plain"] == support["media_result"] == "optional"

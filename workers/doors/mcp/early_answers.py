@@ -216,7 +216,9 @@ def tools_result(
         for tool in own
         if tool["name"] not in hidden and tool["name"] not in taken
     ]
-    if version == TASKS_VERSION:  # as `HandshakeTasks.middleware` says of every tool
-        for tool in tools:
-            tool["execution"] = {"taskSupport": "optional"}
+    if version == TASKS_VERSION:  # as `HandshakeTasks.middleware` says of every tool:
+        for tool in tools:  # any call runs as a task, so only "required" stays
+            execution = tool.setdefault("execution", {})
+            if execution.get("taskSupport") != "required":
+                execution["taskSupport"] = "optional"
     return {"tools": tools}

@@ -11,7 +11,12 @@ is answered (`MediaRewriter.open_soon`).
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import sys
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import anyio
@@ -24,6 +29,24 @@ if TYPE_CHECKING:
     from workers.doors.mcp.early_front import Early
     from workers.doors.mcp.proxy import Proxy
 
+log = logging.getLogger("mcp_media.proxy")
+
+
+def _stop_on_signals_early(prestarted: Prestarted) -> None:
+    """SIGTERM or SIGINT before the door handles signals itself (`serve.stop_on_signals`
+    takes them over): the upstreams started here are stopped, then we exit. An agent that
+    lists the tools and quits at once would otherwise leave them running: they are in
+    process groups of their own, which the signal does not reach."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("%s while starting: stopping", signal.Signals(signum).name)
+        prestarted.stop_now()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
+
 
 def serve_stdio_started(
     specs: Sequence[UpstreamSpec], build: Callable[[Prestarted], Proxy], early: Early | None = None
@@ -33,6 +56,7 @@ def serve_stdio_started(
 
     async def run() -> None:
         prestarted = await Prestarted.start(specs)
+        _stop_on_signals_early(prestarted)
         try:
             with open_wire() as wire:
                 async with anyio.create_task_group() as front_tasks:  # its reads, handshakes

@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import Any, TextIO
@@ -63,8 +64,24 @@ async def _exited(process: Any, within: float) -> bool:
 
 
 def _signal_group(process: Any, sig: int) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(process.pid, sig)  # its own group (start_new_session): children too
+    _signal_pid_group(process.pid, sig)
+
+
+def _signal_pid_group(pid: int, sig: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)  # its own group (start_new_session): children too
+
+
+def _group_alive(pid: int) -> bool:
+    """Whether anything of the group is left (its leader reaped here if it ended: we exit
+    right after, so nobody else waits for it)."""
+    with suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        os.killpg(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 async def stop_process(process: Any) -> None:
@@ -91,6 +108,7 @@ class Prestarted:
 
     def __init__(self, processes: Mapping[str, Process] | None = None) -> None:
         self._processes = dict(processes or {})
+        self._pids = [process.pid for process in self._processes.values()]  # taken or not
         # The early front's handshakes on them (`early_front.UpstreamHandshake`), by name.
         self._handshakes: dict[str, Any] = {}
 
@@ -135,6 +153,18 @@ class Prestarted:
             for name, handshake in self._handshakes.items()
             if handshake.done.is_set() and handshake.tools is not None
         }
+
+    def stop_now(self) -> None:
+        """From a signal handler, before the door handles signals itself (while the first
+        answers are given and the SDK loads): every process started here, taken or not, its
+        group sent SIGTERM and, KILL_GRACE later, SIGKILL. Then the caller exits."""
+        for pid in self._pids:
+            _signal_pid_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + KILL_GRACE
+        while time.monotonic() < deadline and any(map(_group_alive, self._pids)):
+            time.sleep(_POLL)
+        for pid in self._pids:
+            _signal_pid_group(pid, signal.SIGKILL)
 
     async def close(self) -> None:
         """Stop the processes no session took."""
