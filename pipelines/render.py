@@ -438,16 +438,16 @@ def digest_note(output: Mapping[str, Any]) -> str | None:
     body = "\n".join([*head, f"Pages: {counted}", "", excerpt])
     chars = output.get("chars")
     shown = f"the first {len(excerpt)} of {chars} characters are above" if chars else ""
-    if not isinstance(markdown, str):  # its text is on another machine
-        return (
-            f"{wrap_untrusted(Capability.DOCUMENT_DIGEST.value, body)}\n"
+    if isinstance(markdown, str):
+        tail = (
+            f"[document text saved to {one_line(markdown, 1000)} ({shown}) — read on with "
+            "read_file or terminal tools, or by page with the read_document tool]"
+        )
+    else:  # its text is on another machine
+        tail = (
             f"[{shown or 'the first characters are above'} — read on with the read_document tool]"
         )
-    return (
-        f"{wrap_untrusted(Capability.DOCUMENT_DIGEST.value, body)}\n"
-        f"[document text saved to {one_line(markdown, 1000)} ({shown}) — read on with "
-        "read_file or terminal tools, or by page with the read_document tool]"
-    )
+    return f"{wrap_untrusted(Capability.DOCUMENT_DIGEST.value, body)}\n{tail}"
 
 
 def failure_text(envelope: Envelope, advice: Advice | None = None) -> str:

@@ -113,6 +113,14 @@ def test_the_own_tools_wire_json_is_the_sdk_types_serialisation() -> None:
     assert dumped == json.loads(json.dumps(WIRE))
 
 
+def assert_kept_as_the_sdk_keeps(tool: dict[str, Any]) -> None:
+    kept = early_answers.listed_tool(tool)
+    assert kept is not None
+    assert kept == types.Tool.model_validate(tool, by_name=False).model_dump(
+        by_alias=True, mode="json", exclude_none=True
+    )
+
+
 def test_an_upstream_tool_is_kept_as_the_sdk_types_keep_it() -> None:
     tool = {
         "name": "ping",
@@ -124,11 +132,7 @@ def test_an_upstream_tool_is_kept_as_the_sdk_types_keep_it() -> None:
         "_meta": {"a": 1},
         "whatever": [1],
     }
-    kept = early_answers.listed_tool(tool)
-    assert kept is not None
-    assert kept == types.Tool.model_validate(tool, by_name=False).model_dump(
-        by_alias=True, mode="json", exclude_none=True
-    )
+    assert_kept_as_the_sdk_keeps(tool)
 
 
 @pytest.mark.parametrize(
@@ -137,11 +141,7 @@ def test_an_upstream_tool_is_kept_as_the_sdk_types_keep_it() -> None:
 )
 def test_a_tools_execution_is_kept_as_the_sdk_types_keep_it(execution: Any) -> None:
     tool = {"name": "run", "inputSchema": {"type": "object"}, "execution": execution}
-    kept = early_answers.listed_tool(tool)
-    assert kept is not None
-    assert kept == types.Tool.model_validate(tool, by_name=False).model_dump(
-        by_alias=True, mode="json", exclude_none=True
-    )
+    assert_kept_as_the_sdk_keeps(tool)
 
 
 @pytest.mark.parametrize(

@@ -117,9 +117,10 @@ def digest(resources: Resources, path: Path) -> StageOutcome:
     if outcome.status is Status.DONE and resources.node.blobs.remote:
         markdown = Path(str(outcome.output["markdown"]))
         try:
-            ref = BlobRef(
-                str(file_sha256(markdown)), MediaKind.DOCUMENT, ".md", markdown.stat().st_size
-            )
+            sha256 = file_sha256(markdown)
+            if sha256 is None:
+                raise OSError(f"{markdown.name} cannot be read")
+            ref = BlobRef.of(MediaKind.DOCUMENT, markdown, sha256)
             resources.node.publish(ref, markdown, "text/markdown")
         except Exception as exc:  # the digest stands: read_document digests again there
             log.warning("digest text of %s not shared: %s", path.name, exc)

@@ -63,11 +63,7 @@ async def _exited(process: Any, within: float) -> bool:
     return process.returncode is not None
 
 
-def _signal_group(process: Any, sig: int) -> None:
-    _signal_pid_group(process.pid, sig)
-
-
-def _signal_pid_group(pid: int, sig: int) -> None:
+def _signal_group(pid: int, sig: int) -> None:
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)  # its own group (start_new_session): children too
 
@@ -88,13 +84,13 @@ async def stop_process(process: Any) -> None:
     """Close stdin, then SIGTERM, then SIGKILL the upstream's process group; reap it."""
     await _close(process.stdin)
     if not await _exited(process, STOP_GRACE):
-        _signal_group(process, signal.SIGTERM)
+        _signal_group(process.pid, signal.SIGTERM)
         if not await _exited(process, KILL_GRACE):
-            _signal_group(process, signal.SIGKILL)
+            _signal_group(process.pid, signal.SIGKILL)
             if not await _exited(process, KILL_GRACE):
                 log.warning("upstream process %d outlived SIGKILL", process.pid)
     if process.returncode is not None:
-        _signal_group(process, signal.SIGKILL)  # what it left behind in its group
+        _signal_group(process.pid, signal.SIGKILL)  # what it left behind in its group
     await _close(process.stdout)
 
 
@@ -159,12 +155,12 @@ class Prestarted:
         answers are given and the SDK loads): every process started here, taken or not, its
         group sent SIGTERM and, KILL_GRACE later, SIGKILL. Then the caller exits."""
         for pid in self._pids:
-            _signal_pid_group(pid, signal.SIGTERM)
+            _signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + KILL_GRACE
         while time.monotonic() < deadline and any(map(_group_alive, self._pids)):
             time.sleep(_POLL)
         for pid in self._pids:
-            _signal_pid_group(pid, signal.SIGKILL)
+            _signal_group(pid, signal.SIGKILL)
 
     async def close(self) -> None:
         """Stop the processes no session took."""
