@@ -12,7 +12,11 @@ Regions follow silero's own rule: speech starts on a window at or above `thresho
 once the probability has stayed below ``threshold - 0.15`` for `min_silence_s`; regions
 shorter than `min_speech_s` are dropped, and each keeps `pad_s` of audio on both sides (never
 overlapping its neighbour). A region reaching `max_speech_s` is handed on and the next one
-continues from the same sample, so memory stays bounded on speech without pauses.
+continues from the same sample, so memory stays bounded on speech without pauses. As in
+silero's own rule, that cut falls in the last short pause (at least ~0.1 s below the lower
+threshold) past the first third of the region, and only where there is none at the limit
+itself: a cut in the middle of a word makes both windows read it wrong (the closure before a
+`p` is quiet too, but shorter than any pause).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ WINDOW = 512
 CONTEXT = 64
 _BATCH = 256  # windows per call of the sequence model (8 s of audio)
 _HYSTERESIS = 0.15
+_PAUSE_AT_MAX_SPEECH = 3 * WINDOW  # 96 ms: silero's min_silence_at_max_speech (98 ms)
 
 
 class SileroVad:
@@ -73,6 +78,7 @@ class SileroVad:
         self._state = np.zeros((2, 1, 128), np.float32)
         self._start: int | None = None  # where the current region's speech began
         self._silent_since: int | None = None
+        self._pause: tuple[int, int] | None = None  # the region's last short pause so far
         self._last_end = 0  # end of the last region handed on (padding never overlaps it)
         self._done: list[tuple[int, Samples]] = []
         self._pending: list[Samples] = []
@@ -144,19 +150,34 @@ class SileroVad:
         """One window's probability; `at` is where the window starts."""
         if self._start is None:
             if prob >= self._threshold:
-                self._start, self._silent_since = at, None
+                self._start, self._silent_since, self._pause = at, None, None
             return
         if prob >= self._threshold:
             self._silent_since = None
         elif prob < self._threshold - _HYSTERESIS and self._silent_since is None:
             self._silent_since = at
         after = at + WINDOW
-        if self._silent_since is not None and after - self._silent_since >= self._min_silence:
-            self._close(self._start, self._silent_since, pad_end=True)
+        silent = self._silent_since
+        if silent is not None and after - silent >= _PAUSE_AT_MAX_SPEECH:
+            self._pause = (silent, after)
+        if silent is not None and after - silent >= self._min_silence:
+            self._close(self._start, silent, pad_end=True)
             self._start = self._silent_since = None
         elif after - self._start >= self._max_speech:
-            self._close(self._start, after, pad_end=False)
-            self._start, self._silent_since = after, None
+            cut = self._cut(self._start, after)
+            self._close(self._start, cut, pad_end=False)
+            self._start, self._pause = cut, None
+            if silent is not None:  # still in the pause: its rest belongs to the next region
+                self._silent_since = max(silent, cut)
+
+    def _cut(self, start: int, limit: int) -> int:
+        """Where a region spoken from `start` that reached `limit` is cut: the middle of its
+        last short pause past the first third, else at the limit."""
+        if self._pause is not None:
+            middle = sum(self._pause) // 2
+            if middle - start >= (limit - start) // 3:
+                return middle
+        return limit
 
     def _close(self, speech_start: int, speech_end: int, *, pad_end: bool) -> None:
         """Hand on the region spoken over [`speech_start`, `speech_end`) (absolute samples

@@ -21,6 +21,9 @@ from pipelines.errors import ConfigError
 Samples = NDArray[np.float32]
 
 _FRAME_S = 0.02  # energy is measured over 20 ms frames when looking for a cut point
+# ...and a cut goes in the quietest stretch this long: a pause between words, not the silent
+# closure before a `p` or `t` (30-80 ms), which would split the word across two windows.
+_PAUSE_FRAMES = 8
 
 
 class SpeechDetector(Protocol):
@@ -103,8 +106,8 @@ def _emit(
 def split_long(
     samples: Samples, sample_rate: int, max_s: float = 28.0
 ) -> list[tuple[int, Samples]]:
-    """Cut `samples` into pieces of at most `max_s`, each cut at the quietest 20 ms frame
-    past the first third of its window. Returns (offset in samples, piece) pairs."""
+    """Cut `samples` into pieces of at most `max_s`, each cut in the middle of the quietest
+    160 ms past the first third of its window. Returns (offset in samples, piece) pairs."""
     limit = int(max_s * sample_rate)
     pieces: list[tuple[int, Samples]] = []
     offset = 0
@@ -118,16 +121,19 @@ def split_long(
 
 
 def _quietest_cut(window: Samples, sample_rate: int) -> int:
-    """Middle of the quietest 20 ms frame past the first third (the latest one on ties)."""
+    """Middle of the quietest `_PAUSE_FRAMES` 20 ms frames past the first third (the latest
+    stretch on ties)."""
     frame = max(1, int(_FRAME_S * sample_rate))
     first = (len(window) // 3) // frame
     count = len(window) // frame
     if count <= first:
         return len(window)
-    frames = window[: count * frame].reshape(count, frame)[first:]
+    frames = window[: count * frame].reshape(count, frame)[first:].astype(np.float64)
     energy = np.einsum("ij,ij->i", frames, frames)
-    latest = len(energy) - 1 - int(np.argmin(energy[::-1]))
-    return (first + latest) * frame + frame // 2
+    span = min(_PAUSE_FRAMES, len(energy))
+    stretch = np.convolve(energy, np.ones(span), mode="valid")  # energy of each stretch
+    latest = len(stretch) - 1 - int(np.argmin(stretch[::-1]))
+    return (first + latest) * frame + (span * frame) // 2
 
 
 def window_chunks(

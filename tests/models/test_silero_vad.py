@@ -98,6 +98,29 @@ def test_speech_without_pauses_is_handed_on_in_contiguous_pieces(
         assert start + len(samples) == following  # no gap, no overlap
 
 
+def test_a_region_at_its_longest_is_cut_in_a_short_pause_not_mid_word(
+    models_home: Path, clip: tuple[np.ndarray, list[tuple[float, float]]]
+) -> None:
+    """Two sentences 0.3 s apart (shorter than the 0.5 s that ends a region), and a limit that
+    falls inside the second one: the cut goes in the pause between them, where silero cuts,
+    not at the limit in the middle of a word."""
+    audio, spoken = clip
+    first, second = (audio[int(b * RATE) : int(e * RATE)] for b, e in spoken[:2])
+    pause = np.zeros(int(0.3 * RATE), np.float32)
+    speech = np.concatenate([first, pause, second])
+    limit_s = (len(first) + len(pause)) / RATE + 0.5
+    detector = SileroVad(
+        models_home / "models" / "silero-vad" / "silero_vad_16k_sequence.onnx",
+        max_speech_s=limit_s,
+    )
+    found = regions(detector, np.concatenate([pause, speech, pause, pause]), 4000)
+    assert len(found) == 2, [(s / RATE, len(x) / RATE) for s, x in found]
+    (start, samples), (following, _) = found
+    assert start + len(samples) == following  # contiguous: nothing lost at the cut
+    pause_begins = len(pause) + len(first)
+    assert pause_begins <= following <= pause_begins + len(pause), following / RATE
+
+
 def test_a_file_that_is_not_a_silero_model_is_refused(models_home: Path, tmp_path: Path) -> None:
     whisper = models_home / "models" / "whisper-tiny.en" / "encoder.int8.onnx"
     with pytest.raises(ConfigError, match="not a silero VAD model"):

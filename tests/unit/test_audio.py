@@ -385,6 +385,19 @@ def test_split_long_cuts_in_the_pauses() -> None:
         assert not audio[offset - 80 : offset + 80].any(), offset / rate  # inside a pause
 
 
+def test_split_long_cuts_in_a_pause_not_in_the_closure_before_a_plosive() -> None:
+    """Speech has short silent gaps inside words (the closure before a `p` or `t`, 30-80 ms),
+    quieter than the breath between two words: the cut goes in the longer pause."""
+    rate = 16_000
+    closure = np.zeros(int(0.04 * rate), np.float32)  # silent, but inside a word
+    pause = (0.01 * tone(0.25, rate)).astype(np.float32)  # a breath: quiet, not silent
+    audio = np.concatenate([tone(12.0, rate), pause, tone(6.0, rate), closure, tone(15.0, rate)])
+    pieces = split_long(audio, rate, max_s=28.0)
+    assert len(pieces) == 2
+    cut = pieces[1][0]
+    assert 12.0 * rate < cut < 12.25 * rate, cut / rate
+
+
 def test_split_long_cuts_unbroken_sound_too() -> None:
     audio = tone(70.0, 8_000)
     pieces = split_long(audio, 8_000, max_s=28.0)

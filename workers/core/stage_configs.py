@@ -265,8 +265,9 @@ def stt_announcement(settings: Settings) -> dict[str, Any]:
         "stt",
         # 2: timestamped windows over the laid-out speech; 3: Mandarin in a chosen script,
         # silence never decoded, times from the speech's start, whisper's decoding figures;
-        # 4: long audio read in batches of windows cut where nobody speaks (batch_windows)
-        4,
+        # 4: long audio read in batches of windows cut where nobody speaks (batch_windows);
+        # 5: a long region is cut in a pause, never mid-word (the batches' windows end there)
+        5,
         config.chinese_script,
         _model_fingerprint(config.model_dir),
         config.language,
