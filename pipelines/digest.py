@@ -1,10 +1,13 @@
 """The document digest stage: a document's title, pages and text, for the agent to read.
 
 An extractor (a port: the engines live in `pipelines.engines`) reads at most `max_pages`
-pages and `max_chars` characters; the whole text read is saved beside the original as
-Markdown (`<original>.md`), and the result carries the first `excerpt_chars` of it for the
-agent's block with the Markdown's path to read on. Encrypted, broken, truncated and empty
-documents end in their own outcome codes; none of them raises past `digest_document`.
+pages and `max_chars` characters; all the text read is saved beside the original as
+Markdown (`<original>.md`), and the result carries at most `excerpt_chars` of it for the
+agent's block (from its first page, ended at a word's end) with the Markdown's path, its
+length and the offset the excerpt ends at: counted in the Markdown itself, so read_file and
+read_document's `offset` read on exactly where the excerpt stopped. Encrypted, broken,
+truncated and empty documents end in their own outcome codes; none of them raises past
+`digest_document`.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def is_saved_markdown(path: Path) -> bool:
 
 
 def to_markdown(extracted: Extracted) -> str:
-    parts = [f"# {extracted.title}\n"] if extracted.title else []
+    parts = [_title_line(extracted)] if extracted.title else []
     for number, text in enumerate(extracted.texts, start=1):
         label = extracted.labels[number - 1] if number <= len(extracted.labels) else ""
         label = label or f"Page {number}"
@@ -93,6 +96,27 @@ def to_markdown(extracted: Extracted) -> str:
             "within the digest's limits)\n"
         )
     return "\n".join(parts)
+
+
+def _title_line(extracted: Extracted) -> str:
+    return f"# {extracted.title}\n"
+
+
+def excerpt_of(extracted: Extracted, markdown: str, limit: int) -> tuple[str, int]:
+    """At most `limit` characters of `markdown` (`to_markdown(extracted)`) from its first
+    page section (the title is a field of its own), and the offset in `markdown` where
+    reading on continues (its length when only blank space is left). A cut that would split
+    a word goes back to the word's start when one is in the last fifth, so the agent never
+    reads half a word; the excerpt is `markdown[start:end]` without its trailing space."""
+    start = len(_title_line(extracted)) + 1 if extracted.title else 0
+    end = min(len(markdown), start + limit)
+    if end < len(markdown) and not markdown[end].isspace():
+        space = max(markdown.rfind(" ", start, end), markdown.rfind("\n", start, end))
+        if space >= end - limit // 5:
+            end = space
+    if not markdown[end:].strip():
+        end = len(markdown)
+    return markdown[start:end].rstrip(), end
 
 
 def write_beside(original: Path, text: str) -> Path:
@@ -123,8 +147,7 @@ def digest_document(path: Path, config: DigestConfig, extractor: Extractor) -> S
         if extracted.pages == 0:
             raise DocumentError(Outcome.EMPTY_DOCUMENT, "the document has no pages")
         markdown = to_markdown(extracted)
-        whole = "\n\n".join(t for t in extracted.texts if t)
-        if not whole:
+        if not any(extracted.texts):
             raise DocumentError(
                 Outcome.EMPTY_DOCUMENT,
                 f"no text on the {len(extracted.texts)} pages read "
@@ -137,13 +160,15 @@ def digest_document(path: Path, config: DigestConfig, extractor: Extractor) -> S
         return StageOutcome(
             Status.FAILED, reason=f"{type(exc).__name__}: {exc}"[:500], outcome=outcome_of(exc)
         )
+    excerpt, excerpt_end = excerpt_of(extracted, markdown, config.excerpt_chars)
     output: dict[str, Any] = {
         "title": extracted.title,
         "pages": extracted.pages,
         "pages_read": len(extracted.texts),
-        "chars": len(whole),
+        "chars": len(markdown),  # of the Markdown: what read_file and read_document count
         "truncated": extracted.truncated,
-        "excerpt": whole[: config.excerpt_chars],
+        "excerpt": excerpt,
+        "excerpt_end": excerpt_end,
         "markdown": str(saved),
         "extractor": extracted.reader or extractor.name,
         "peak_kib": extracted.peak_kib,

@@ -436,17 +436,23 @@ def digest_note(output: Mapping[str, Any]) -> str | None:
         counted += f"; text of page{'s' if len(scanned) > 1 else ''} {which} read by OCR"
     head = [f"Title: {one_line(str(output['title']))}"] if output.get("title") else []
     body = "\n".join([*head, f"Pages: {counted}", "", excerpt])
-    chars = output.get("chars")
-    shown = f"the first {len(excerpt)} of {chars} characters are above" if chars else ""
+    chars, end = output.get("chars"), output.get("excerpt_end")
+    if isinstance(end, int) and chars and end >= chars:
+        shown = f"all {chars} characters are above"
+        how = "by page with the read_document tool"
+    elif isinstance(end, int) and chars:  # counted in the Markdown, as read_document counts
+        shown = f"its characters up to {end} of {chars} are above"
+        how = f"the read_document tool (offset={end}, or by page)"
+    else:  # a result from before the excerpt's offset was kept: counted in the page texts
+        shown = f"the first {len(excerpt)} of {chars} characters are above" if chars else ""
+        how = "by page with the read_document tool"
     if isinstance(markdown, str):
         tail = (
             f"[document text saved to {one_line(markdown, 1000)} ({shown}) — read on with "
-            "read_file or terminal tools, or by page with the read_document tool]"
+            f"read_file or terminal tools, or {how}]"
         )
     else:  # its text is on another machine
-        tail = (
-            f"[{shown or 'the first characters are above'} — read on with the read_document tool]"
-        )
+        tail = f"[{shown or 'the first characters are above'} — read on with {how}]"
     return f"{wrap_untrusted(Capability.DOCUMENT_DIGEST.value, body)}\n{tail}"
 
 

@@ -3,6 +3,7 @@ kind ending in its outcome code, with a good document digested after each one.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from pipelines.outcomes import Outcome
 from pipelines.results import Status
 from tests.support.digests import READER, digest_bytes
 from tests.support.pdf_writer import build_pdf, text_pages
+from workers.doors.mcp.read_document import read_range
 
 pytestmark = pytest.mark.integration
 
@@ -40,12 +42,19 @@ def test_a_multi_page_pdf_gives_title_pages_excerpt_and_the_whole_text(tmp_path:
     out = done.output
     assert (out["title"], out["pages"], out["pages_read"]) == ("Heron Report", 12, 12)
     assert out["truncated"] is False and out["extractor"] == "pdfium"
-    assert FIRST in out["excerpt"] and len(out["excerpt"]) == 600
-    assert MIDDLE not in out["excerpt"]
+    assert FIRST in out["excerpt"] and MIDDLE not in out["excerpt"]
     saved = Path(out["markdown"])
     assert saved == markdown_path(tmp_path / "report.pdf") and saved.name == "report.pdf.md"
     text = saved.read_text(encoding="utf-8")
     assert text.startswith("# Heron Report\n") and "## Page 12\n" in text
+    # The excerpt is the Markdown from page 1 on, counted as read_document counts: reading
+    # on from its end continues the text exactly, and no word is cut in two.
+    end = out["excerpt_end"]
+    assert out["chars"] == len(text) and out["excerpt"].startswith("## Page 1\n")
+    assert text.startswith(out["excerpt"], text.index("## Page 1\n"))
+    assert 480 <= len(out["excerpt"]) <= 600 and text[end].isspace()
+    part = read_range(text, None, end, 100)
+    assert part["offset"] == end and (out["excerpt"] + part["text"]) in text
     assert FIRST in text and MIDDLE in text and "Page 12 line 30 of the generated report." in text
     assert out["peak_kib"] > 0
 
@@ -59,7 +68,10 @@ def test_the_caps_bound_pages_and_characters(tmp_path: Path) -> None:
     assert "3 of 10 pages read" in Path(by_pages.output["markdown"]).read_text()
     by_chars = _digest(tmp_path, "b.pdf", build_pdf(pages), DigestConfig(max_chars=1500))
     assert by_chars.status is Status.DONE and by_chars.output["truncated"] is True
-    assert by_chars.output["chars"] <= 1500 + 2 * by_chars.output["pages_read"]
+    markdown = Path(by_chars.output["markdown"]).read_text(encoding="utf-8")
+    assert by_chars.output["chars"] == len(markdown)
+    pages_text = re.sub(r"^## .*\n|^\(text ends here.*\n", "", markdown, flags=re.M)
+    assert len(pages_text.strip()) <= 1500 + 3 * by_chars.output["pages_read"]
 
 
 def test_a_page_bomb_is_read_to_the_page_cap_only(tmp_path: Path) -> None:

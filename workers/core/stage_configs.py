@@ -181,7 +181,7 @@ def vision_version(settings: Settings) -> str:
 
 
 # Bumped when the digest stage's output changes for the same settings.
-_DIGEST_REVISION = 3
+_DIGEST_REVISION = 4  # 4: the excerpt and its count in the Markdown's own offsets
 DIGEST_EXTRACTOR = "pdfium+stdlib"
 
 

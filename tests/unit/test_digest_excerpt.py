@@ -1,0 +1,74 @@
+"""The digest's excerpt: a piece of the Markdown counted as read_document counts it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.digest import Extracted, excerpt_of, to_markdown
+from pipelines.render import digest_note
+from workers.doors.mcp.read_document import read_range
+
+pytestmark = pytest.mark.unit
+
+WORDS = "The heron counts seven blue stones by the quiet river and then it flies away."
+
+
+def extracted(title: str, *texts: str) -> Extracted:
+    return Extracted(title=title, pages=len(texts), texts=texts, truncated=False)
+
+
+@pytest.mark.parametrize("title", ["Heron ## Report", ""])
+@pytest.mark.parametrize("limit", [0, 1, 9, 30, 47, 200, 10_000])
+def test_the_excerpt_is_the_markdown_from_page_one_and_reading_on_continues_it(
+    title: str, limit: int
+) -> None:
+    doc = extracted(title, WORDS * 3, "", WORDS)
+    markdown = to_markdown(doc)
+    excerpt, end = excerpt_of(doc, markdown, limit)
+    start = markdown.index("## Page 1")
+    assert markdown[start:end].rstrip() == excerpt and not excerpt[-1:].isspace()
+    heading = "## Page 1\n"
+    assert excerpt.startswith(heading) or heading.startswith(excerpt)
+    assert len(excerpt) <= limit
+    assert not title or "Heron" not in excerpt  # the title is a field of its own
+    rest = read_range(markdown, None, end, 10**6)["text"]
+    assert (excerpt + rest).split() == markdown[start:].split()  # nothing skipped or repeated
+
+
+def test_a_cut_inside_a_word_goes_back_to_the_word_s_start() -> None:
+    doc = extracted("", WORDS)
+    markdown = to_markdown(doc)
+    inside = len("## Page 1\n\n") + WORDS.index("stones") + 3  # "sto|nes"
+    excerpt, end = excerpt_of(doc, markdown, inside)
+    assert excerpt.endswith("blue") and markdown[end] == " "
+    # One word longer than the last fifth of the limit is cut where the limit falls.
+    long = extracted("", "x" * 500)
+    excerpt, end = excerpt_of(long, to_markdown(long), 100)
+    assert len(excerpt) == 100
+
+
+def test_the_digest_line_names_the_offset_to_read_on_from() -> None:
+    doc = extracted("Heron", WORDS * 40)
+    markdown = to_markdown(doc)
+    excerpt, end = excerpt_of(doc, markdown, 400)
+    output = {
+        "title": "Heron",
+        "pages": 1,
+        "pages_read": 1,
+        "chars": len(markdown),
+        "excerpt": excerpt,
+        "excerpt_end": end,
+        "markdown": "/c/heron.pdf.md",
+    }
+    last = (digest_note(output) or "").splitlines()[-1]
+    assert f"its characters up to {end} of {len(markdown)} are above" in last
+    assert f"read_document tool (offset={end}, or by page)" in last
+    del output["markdown"]  # on a node without the text
+    last = (digest_note(output) or "").splitlines()[-1]
+    assert "saved to" not in last and f"offset={end}" in last
+    # All of it shown: nothing to read on from.
+    whole, end = excerpt_of(doc, markdown, 10**6)
+    assert end == len(markdown) and whole == markdown[markdown.index("## ") :].rstrip()
+    output |= {"excerpt": whole, "excerpt_end": end}
+    last = (digest_note(output) or "").splitlines()[-1]
+    assert f"all {len(markdown)} characters are above" in last and "offset=" not in last
