@@ -83,8 +83,11 @@ def is_saved_markdown(path: Path) -> bool:
 
 
 def to_markdown(extracted: Extracted) -> str:
+    """The text read, a section per page, with plain `\\n` line ends (Office text can carry
+    `\\r\\n`): one character per character whatever reads the file back."""
     parts = [_title_line(extracted)] if extracted.title else []
-    for number, text in enumerate(extracted.texts, start=1):
+    for number, page in enumerate(extracted.texts, start=1):
+        text = page.replace("\r\n", "\n").replace("\r", "\n")
         label = extracted.labels[number - 1] if number <= len(extracted.labels) else ""
         label = label or f"Page {number}"
         if number in extracted.ocr_pages:
@@ -99,7 +102,8 @@ def to_markdown(extracted: Extracted) -> str:
 
 
 def _title_line(extracted: Extracted) -> str:
-    return f"# {extracted.title}\n"
+    """The title as one heading line: a line break in it would start a section of its own."""
+    return f"# {' '.join(extracted.title.split())}\n"
 
 
 def excerpt_of(extracted: Extracted, markdown: str, limit: int) -> tuple[str, int]:
@@ -111,8 +115,9 @@ def excerpt_of(extracted: Extracted, markdown: str, limit: int) -> tuple[str, in
     start = len(_title_line(extracted)) + 1 if extracted.title else 0
     end = min(len(markdown), start + limit)
     if end < len(markdown) and not markdown[end].isspace():
-        space = max(markdown.rfind(" ", start, end), markdown.rfind("\n", start, end))
-        if space >= end - limit // 5:
+        floor = max(start, end - limit // 5)
+        space = next((i for i in range(end - 1, floor - 1, -1) if markdown[i].isspace()), -1)
+        if space >= 0:
             end = space
     if not markdown[end:].strip():
         end = len(markdown)

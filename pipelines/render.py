@@ -437,7 +437,10 @@ def digest_note(output: Mapping[str, Any]) -> str | None:
     head = [f"Title: {one_line(str(output['title']))}"] if output.get("title") else []
     body = "\n".join([*head, f"Pages: {counted}", "", excerpt])
     chars, end = output.get("chars"), output.get("excerpt_end")
-    if isinstance(end, int) and chars and end >= chars:
+    if isinstance(end, int) and chars and not excerpt:  # DOCUMENTS__EXCERPT_CHARS=0
+        shown = f"{chars} characters, none shown here"
+        how = "the read_document tool (by page, or offset=0)"
+    elif isinstance(end, int) and chars and end >= chars:
         shown = f"all {chars} characters are above"
         how = "by page with the read_document tool"
     elif isinstance(end, int) and chars:  # counted in the Markdown, as read_document counts

@@ -79,6 +79,7 @@ class SileroVad:
         self._start: int | None = None  # where the current region's speech began
         self._silent_since: int | None = None
         self._pause: tuple[int, int] | None = None  # the region's last short pause so far
+        self._after_cut = False  # the current region began at a cut of a longer one
         self._last_end = 0  # end of the last region handed on (padding never overlaps it)
         self._done: list[tuple[int, Samples]] = []
         self._pending: list[Samples] = []
@@ -151,6 +152,7 @@ class SileroVad:
         if self._start is None:
             if prob >= self._threshold:
                 self._start, self._silent_since, self._pause = at, None, None
+                self._after_cut = False
             return
         if prob >= self._threshold:
             self._silent_since = None
@@ -166,23 +168,26 @@ class SileroVad:
         elif after - self._start >= self._max_speech:
             cut = self._cut(self._start, after)
             self._close(self._start, cut, pad_end=False)
-            self._start, self._pause = cut, None
+            self._start, self._pause, self._after_cut = cut, None, True
             if silent is not None:  # still in the pause: its rest belongs to the next region
                 self._silent_since = max(silent, cut)
 
     def _cut(self, start: int, limit: int) -> int:
         """Where a region spoken from `start` that reached `limit` is cut: the middle of its
-        last short pause past the first third, else at the limit."""
+        last short pause past the first third (and at least `min_speech_s` in), else at the
+        limit."""
         if self._pause is not None:
             middle = sum(self._pause) // 2
-            if middle - start >= (limit - start) // 3:
+            if middle - start >= max((limit - start) // 3, self._min_speech):
                 return middle
         return limit
 
     def _close(self, speech_start: int, speech_end: int, *, pad_end: bool) -> None:
         """Hand on the region spoken over [`speech_start`, `speech_end`) (absolute samples
-        since the last reset), with its padding."""
-        if speech_end - speech_start < self._min_speech:
+        since the last reset), with its padding. Too short a region is dropped, unless it
+        ends at a cut (`pad_end` False) or is the spoken rest of a region cut before."""
+        spoken = speech_end - speech_start
+        if spoken < self._min_speech and pad_end and not (self._after_cut and spoken > 0):
             return
         available = self._held + len(self._audio)
         start = max(speech_start - self._pad, self._last_end, self._held)

@@ -121,6 +121,24 @@ def test_a_region_at_its_longest_is_cut_in_a_short_pause_not_mid_word(
     assert pause_begins <= following <= pause_begins + len(pause), following / RATE
 
 
+@pytest.mark.parametrize("sentence", range(len(SENTENCES)))
+def test_the_short_rest_of_a_cut_region_is_kept(
+    models_home: Path, clip: tuple[np.ndarray, list[tuple[float, float]]], sentence: int
+) -> None:
+    """A limit that falls 0.12 s before a sentence's speech ends leaves a rest shorter than
+    `min_speech_s` (0.25 s): it is the end of the sentence, not a click, and is kept."""
+    audio, spoken = clip
+    begins, ends = spoken[sentence]
+    said = audio[int(begins * RATE) : int(ends * RATE)]
+    model = models_home / "models" / "silero-vad" / "silero_vad_16k_sequence.onnx"
+    ((start, whole),) = regions(SileroVad(model, pad_s=0.0), said, 4000)
+    limit_s = (len(whole) - 0.12 * RATE) / RATE
+    found = regions(SileroVad(model, pad_s=0.0, max_speech_s=limit_s), said, 4000)
+    assert len(found) == 2, [(s / RATE, len(x) / RATE) for s, x in found]
+    assert found[0][0] == start
+    assert found[1][0] + len(found[1][1]) == start + len(whole)  # all the speech, to its end
+
+
 def test_a_file_that_is_not_a_silero_model_is_refused(models_home: Path, tmp_path: Path) -> None:
     whisper = models_home / "models" / "whisper-tiny.en" / "encoder.int8.onnx"
     with pytest.raises(ConfigError, match="not a silero VAD model"):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from pipelines.digest import Extracted, excerpt_of, to_markdown
+from pipelines.digest import Extracted, excerpt_of, to_markdown, write_beside
 from pipelines.render import digest_note
-from workers.doors.mcp.read_document import read_range
+from workers.doors.mcp.read_document import CachedDocument, read_range
 
 pytestmark = pytest.mark.unit
 
@@ -72,3 +74,45 @@ def test_the_digest_line_names_the_offset_to_read_on_from() -> None:
     output |= {"excerpt": whole, "excerpt_end": end}
     last = (digest_note(output) or "").splitlines()[-1]
     assert f"all {len(markdown)} characters are above" in last and "offset=" not in last
+
+
+def test_a_cut_goes_back_to_any_blank_not_only_a_space() -> None:
+    doc = extracted("", "alpha\tbeta\u00a0gamma\tdelta\tepsilon zeta")
+    markdown = to_markdown(doc)
+    inside = markdown.index("epsilon") + 4  # "epsi|lon"
+    excerpt, end = excerpt_of(doc, markdown, inside)
+    assert excerpt.endswith("delta") and markdown[end] == "\t"
+
+
+def test_office_line_ends_are_one_character_in_the_file_and_in_the_offsets(
+    tmp_path: Path,
+) -> None:
+    """Office text can carry CRLF: the Markdown has plain line ends, so an offset counted when
+    it was written is the same when read_document reads the file back."""
+    doc = extracted("A\r\nreport", "line one\r\nline two\r\n" * 30, "last\rline")
+    markdown = to_markdown(doc)
+    assert "\r" not in markdown and markdown.startswith("# A report\n\n## Page 1\n")
+    original = tmp_path / "report.docx"
+    original.write_bytes(b"")
+    write_beside(original, markdown)
+    excerpt, end = excerpt_of(doc, markdown, 100)
+    text = CachedDocument(original, "0" * 64).text()
+    assert text == markdown
+    rest = read_range(text, None, end, 40)["text"]
+    assert rest == markdown[end : end + 40] and markdown[:end].rstrip().endswith(excerpt)
+
+
+def test_no_excerpt_says_so_and_where_to_read() -> None:
+    doc = extracted("", WORDS)
+    markdown = to_markdown(doc)
+    excerpt, end = excerpt_of(doc, markdown, 0)
+    output = {
+        "pages": 1,
+        "pages_read": 1,
+        "chars": len(markdown),
+        "excerpt": excerpt,
+        "excerpt_end": end,
+        "markdown": "/c/a.pdf.md",
+    }
+    last = (digest_note(output) or "").splitlines()[-1]
+    assert f"({len(markdown)} characters, none shown here)" in last and "offset=0" in last

@@ -51,6 +51,12 @@ class CachedDocument:
         found = self.markdown
         return found.is_file() and found.stat().st_size > 0
 
+    def text(self) -> str:
+        """The Markdown as the digest wrote it (UTF-8, no newline translation), so offsets
+        are the ones its digest line counted."""
+        with self.markdown.open(encoding="utf-8", newline="") as fh:
+            return fh.read()
+
 
 def locate(cache: MediaCache, value: Any) -> CachedDocument:
     """The cached document `value` names (see the module), or DocumentRefused."""

@@ -319,7 +319,7 @@ class OwnTools:
                 handle = await anyio.to_thread.run_sync(docs.text_here, gateway, doc, wait)
                 if handle is not None and not doc.has_text():  # running, or why not read
                     return error_result(f"read_document: {docs.not_read(handle, MCP_FETCH)}")
-            text = await anyio.to_thread.run_sync(doc.markdown.read_text)
+            text = await anyio.to_thread.run_sync(doc.text)
             part = docs.read_range(text, pages, arguments.get("offset"), chars)
         except docs.DocumentRefused as exc:
             raise ToolInputError(str(exc)) from None
