@@ -13,8 +13,8 @@ once the probability has stayed below ``threshold - 0.15`` for `min_silence_s`; 
 shorter than `min_speech_s` are dropped, and each keeps `pad_s` of audio on both sides (never
 overlapping its neighbour). A region reaching `max_speech_s` is handed on and the next one
 continues from the same sample, so memory stays bounded on speech without pauses. As in
-silero's own rule, that cut falls in the last short pause (at least ~0.1 s below the lower
-threshold) past the first third of the region, and only where there is none at the limit
+silero's own rule, that cut falls in the longest short pause (at least ~0.1 s below the
+lower threshold) past the first third of the region, and only where there is none at the limit
 itself: a cut in the middle of a word makes both windows read it wrong (the closure before a
 `p` is quiet too, but shorter than any pause).
 """
@@ -78,7 +78,7 @@ class SileroVad:
         self._state = np.zeros((2, 1, 128), np.float32)
         self._start: int | None = None  # where the current region's speech began
         self._silent_since: int | None = None
-        self._pause: tuple[int, int] | None = None  # the region's last short pause so far
+        self._pauses: list[tuple[int, int]] = []  # the region's short pauses so far
         self._after_cut = False  # the current region began at a cut of a longer one
         self._last_end = 0  # end of the last region handed on (padding never overlaps it)
         self._done: list[tuple[int, Samples]] = []
@@ -151,7 +151,7 @@ class SileroVad:
         """One window's probability; `at` is where the window starts."""
         if self._start is None:
             if prob >= self._threshold:
-                self._start, self._silent_since, self._pause = at, None, None
+                self._start, self._silent_since, self._pauses = at, None, []
                 self._after_cut = False
             return
         if prob >= self._threshold:
@@ -161,26 +161,32 @@ class SileroVad:
         after = at + WINDOW
         silent = self._silent_since
         if silent is not None and after - silent >= _PAUSE_AT_MAX_SPEECH:
-            self._pause = (silent, after)
+            if self._pauses and self._pauses[-1][0] == silent:
+                self._pauses[-1] = (silent, after)  # the same pause, longer
+            else:
+                self._pauses.append((silent, after))
         if silent is not None and after - silent >= self._min_silence:
             self._close(self._start, silent, pad_end=True)
             self._start = self._silent_since = None
         elif after - self._start >= self._max_speech:
             cut = self._cut(self._start, after)
             self._close(self._start, cut, pad_end=False)
-            self._start, self._pause, self._after_cut = cut, None, True
+            self._start, self._pauses, self._after_cut = cut, [], True
             if silent is not None:  # still in the pause: its rest belongs to the next region
                 self._silent_since = max(silent, cut)
 
     def _cut(self, start: int, limit: int) -> int:
         """Where a region spoken from `start` that reached `limit` is cut: the middle of its
-        last short pause past the first third (and at least `min_speech_s` in), else at the
-        limit."""
-        if self._pause is not None:
-            middle = sum(self._pause) // 2
-            if middle - start >= max((limit - start) // 3, self._min_speech):
-                return middle
-        return limit
+        longest short pause (the latest of equals) past the first third and at least
+        `min_speech_s` in, else at the limit. The longest, as silero does by default since
+        5.1: the last one is as often a dip inside a word as a breath between two."""
+        floor = start + max((limit - start) // 3, self._min_speech)
+        middles = [
+            (end - begin, begin, (begin + end) // 2)
+            for begin, end in self._pauses
+            if (begin + end) // 2 >= floor
+        ]
+        return max(middles)[2] if middles else limit
 
     def _close(self, speech_start: int, speech_end: int, *, pad_end: bool) -> None:
         """Hand on the region spoken over [`speech_start`, `speech_end`) (absolute samples

@@ -139,6 +139,26 @@ def test_the_short_rest_of_a_cut_region_is_kept(
     assert found[1][0] + len(found[1][1]) == start + len(whole)  # all the speech, to its end
 
 
+def test_of_two_pauses_the_longer_is_where_a_region_is_cut(
+    models_home: Path, clip: tuple[np.ndarray, list[tuple[float, float]]]
+) -> None:
+    """A breath of 0.35 s, then one of 0.15 s, then speech past the limit: the cut goes in
+    the longer one, as silero's does, not in the last (which may be a dip inside a word)."""
+    audio, spoken = clip
+    first, second, third = (audio[int(b * RATE) : int(e * RATE)] for b, e in spoken)
+    long, short = np.zeros(int(0.35 * RATE), np.float32), np.zeros(int(0.15 * RATE), np.float32)
+    speech = np.concatenate([first, long, second, short, third])
+    limit_s = (len(speech) - len(third) / 2) / RATE
+    detector = SileroVad(
+        models_home / "models" / "silero-vad" / "silero_vad_16k_sequence.onnx",
+        max_speech_s=limit_s,
+    )
+    found = regions(detector, np.concatenate([long, speech, long, long]), 4000)
+    assert len(found) == 2, [(s / RATE, len(x) / RATE) for s, x in found]
+    cut = found[1][0] - len(long)
+    assert len(first) <= cut <= len(first) + len(long), cut / RATE
+
+
 def test_a_file_that_is_not_a_silero_model_is_refused(models_home: Path, tmp_path: Path) -> None:
     whisper = models_home / "models" / "whisper-tiny.en" / "encoder.int8.onnx"
     with pytest.raises(ConfigError, match="not a silero VAD model"):
