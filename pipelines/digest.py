@@ -106,6 +106,15 @@ def _title_line(extracted: Extracted) -> str:
     return f"# {' '.join(extracted.title.split())}\n"
 
 
+def word_end(text: str, start: int, end: int) -> int:
+    """`end`, or where the word it would split starts when that is in the last fifth of
+    [`start`, `end`): a piece of text handed to an agent never ends in half a word."""
+    if end >= len(text) or text[end].isspace():
+        return end
+    floor = max(start, end - (end - start) // 5)
+    return next((i for i in range(end - 1, floor - 1, -1) if text[i].isspace()), end)
+
+
 def excerpt_of(extracted: Extracted, markdown: str, limit: int) -> tuple[str, int]:
     """At most `limit` characters of `markdown` (`to_markdown(extracted)`) from its first
     page section (the title is a field of its own), and the offset in `markdown` where
@@ -113,12 +122,7 @@ def excerpt_of(extracted: Extracted, markdown: str, limit: int) -> tuple[str, in
     a word goes back to the word's start when one is in the last fifth, so the agent never
     reads half a word; the excerpt is `markdown[start:end]` without its trailing space."""
     start = len(_title_line(extracted)) + 1 if extracted.title else 0
-    end = min(len(markdown), start + limit)
-    if end < len(markdown) and not markdown[end].isspace():
-        floor = max(start, end - limit // 5)
-        space = next((i for i in range(end - 1, floor - 1, -1) if markdown[i].isspace()), -1)
-        if space >= 0:
-            end = space
+    end = word_end(markdown, start, min(len(markdown), start + limit))
     if not markdown[end:].strip():
         end = len(markdown)
     return markdown[start:end].rstrip(), end

@@ -99,7 +99,7 @@ def test_office_line_ends_are_one_character_in_the_file_and_in_the_offsets(
     text = CachedDocument(original, "0" * 64).text()
     assert text == markdown
     rest = read_range(text, None, end, 40)["text"]
-    assert rest == markdown[end : end + 40] and markdown[:end].rstrip().endswith(excerpt)
+    assert markdown.startswith(rest, end) and markdown[:end].rstrip().endswith(excerpt)
 
 
 def test_no_excerpt_says_so_and_where_to_read() -> None:
@@ -116,3 +116,12 @@ def test_no_excerpt_says_so_and_where_to_read() -> None:
     }
     last = (digest_note(output) or "").splitlines()[-1]
     assert f"({len(markdown)} characters, none shown here)" in last and "offset=0" in last
+
+
+def test_a_range_read_on_ends_at_a_word_s_end_too() -> None:
+    markdown = to_markdown(extracted("", WORDS * 20))
+    part = read_range(markdown, None, 0, 100)
+    stop = part["next_offset"]
+    assert 80 <= stop <= 100 and markdown[stop].isspace() and part["text"] == markdown[:stop]
+    pages = read_range(markdown, (1, 1), None, 100)
+    assert pages["truncated"] and markdown[pages["next_offset"]].isspace()

@@ -59,10 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
     _job_flags(p)
     p.set_defaults(handler=cmd_describe)
 
+    read = "read one document file (PDF, DOCX, PPTX, XLSX, HTML, text) into Markdown"
     p = sub.add_parser(
-        "digest", help="read one document file (PDF, DOCX, PPTX, XLSX, HTML, text) into Markdown"
+        "digest",
+        help=read,
+        description=f"{read[0].upper()}{read[1:]}: its title, pages and first text, and the"
+        " Markdown saved beside its cached copy. The digest line counts characters of that"
+        " Markdown: an agent reads on from the offset it names with read_document.",
     )
-    p.add_argument("file")
+    p.add_argument("file", help="the document file")
     _job_flags(p)
     p.set_defaults(handler=cmd_digest)
 

@@ -19,7 +19,7 @@ from typing import Any
 import mcp_types as types
 
 from pipelines.cache import MediaCache
-from pipelines.digest import markdown_path
+from pipelines.digest import markdown_path, word_end
 from pipelines.media import Capability, JobRequest, MediaKind
 from pipelines.render import pending_line, wrap_untrusted
 from pipelines.rewrite import MEDIA_URI_PREFIX
@@ -133,7 +133,7 @@ def read_range(
         if offset > len(text):
             raise DocumentRefused(f"the text has {len(text)} characters (offset {offset})")
         begin, end = offset, len(text)
-    stop = min(end, begin + max_chars)
+    stop = word_end(text, begin, min(end, begin + max_chars))
     return {
         "text": text[begin:stop],
         "offset": begin,
