@@ -117,10 +117,9 @@ def word_end(text: str, start: int, end: int) -> int:
 
 def excerpt_of(extracted: Extracted, markdown: str, limit: int) -> tuple[str, int]:
     """At most `limit` characters of `markdown` (`to_markdown(extracted)`) from its first
-    page section (the title is a field of its own), and the offset in `markdown` where
-    reading on continues (its length when only blank space is left). A cut that would split
-    a word goes back to the word's start when one is in the last fifth, so the agent never
-    reads half a word; the excerpt is `markdown[start:end]` without its trailing space."""
+    page section (the title is a field of its own), ended at a word's end (`word_end`), and
+    the offset in `markdown` where reading on continues (its length when only blank space is
+    left); the excerpt is `markdown[start:end]` without its trailing space."""
     start = len(_title_line(extracted)) + 1 if extracted.title else 0
     end = word_end(markdown, start, min(len(markdown), start + limit))
     if not markdown[end:].strip():

@@ -437,18 +437,18 @@ def digest_note(output: Mapping[str, Any]) -> str | None:
     head = [f"Title: {one_line(str(output['title']))}"] if output.get("title") else []
     body = "\n".join([*head, f"Pages: {counted}", "", excerpt])
     chars, end = output.get("chars"), output.get("excerpt_end")
-    if isinstance(end, int) and chars and not excerpt:  # DOCUMENTS__EXCERPT_CHARS=0
+    how = "by page with the read_document tool"
+    if not (isinstance(end, int) and chars):  # a result from before `excerpt_end` was kept:
+        # counted in the page texts
+        shown = f"the first {len(excerpt)} of {chars} characters are above" if chars else ""
+    elif not excerpt:  # DOCUMENTS__EXCERPT_CHARS=0
         shown = f"{chars} characters, none shown here"
         how = "the read_document tool (by page, or offset=0)"
-    elif isinstance(end, int) and chars and end >= chars:
+    elif end >= chars:
         shown = f"all {chars} characters are above"
-        how = "by page with the read_document tool"
-    elif isinstance(end, int) and chars:  # counted in the Markdown, as read_document counts
+    else:  # counted in the Markdown, as read_document counts
         shown = f"its characters up to {end} of {chars} are above"
         how = f"the read_document tool (offset={end}, or by page)"
-    else:  # a result from before the excerpt's offset was kept: counted in the page texts
-        shown = f"the first {len(excerpt)} of {chars} characters are above" if chars else ""
-        how = "by page with the read_document tool"
     if isinstance(markdown, str):
         tail = (
             f"[document text saved to {one_line(markdown, 1000)} ({shown}) — read on with "
